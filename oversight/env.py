@@ -1,0 +1,104 @@
+"""Small helpers that read settings from the environment and fail loudly on bad values.
+
+Each helper raises ``ImproperlyConfigured`` naming the variable and what it expected,
+so a typo in a deployment stops the process at start-up instead of misbehaving later.
+"""
+
+import os
+from pathlib import Path
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_str(name: str, default: str | None = None) -> str:
+    value = os.environ.get(name, default)
+    if value is None:
+        raise ImproperlyConfigured(f"{name} must be set")
+    return value
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    if raw.strip().lower() in _TRUE:
+        return True
+    if raw.strip().lower() in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name} must be true or false, not {raw!r}")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, not {raw!r}") from None
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, not {value}")
+    return value
+
+
+def env_list(name: str, default: list[str] | None = None) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None:
+        return list(default or [])
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def sqlite_database(path: Path, *, synchronous: str) -> dict:
+    """SQLite as the embedded default: WAL, BEGIN IMMEDIATE transactions, a busy timeout.
+
+    ``transaction_mode=IMMEDIATE`` makes every ``atomic()`` take the write lock up front,
+    so two writers queue on the busy timeout instead of failing mid-transaction when
+    a read lock cannot be upgraded (seed 000).
+    """
+    if synchronous not in {"FULL", "NORMAL"}:
+        raise ImproperlyConfigured(
+            f"OVERSIGHT_SQLITE_SYNCHRONOUS must be FULL or NORMAL, not {synchronous!r}"
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": str(path),
+        "OPTIONS": {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+            "init_command": (
+                f"PRAGMA journal_mode=WAL;PRAGMA synchronous={synchronous};PRAGMA foreign_keys=ON;"
+            ),
+        },
+    }
+
+
+def database_from_url(url: str) -> dict:
+    """Parse ``postgres://user:password@host:port/name?option=value`` into Django's form."""
+    parts = urlsplit(url)
+    if parts.scheme not in {"postgres", "postgresql"}:
+        raise ImproperlyConfigured(
+            f"DATABASE_URL must start with postgres:// or postgresql://, not {parts.scheme!r}://"
+        )
+    name = unquote(parts.path.lstrip("/"))
+    if not name:
+        raise ImproperlyConfigured("DATABASE_URL must name a database: postgres://…/NAME")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ImproperlyConfigured("DATABASE_URL has an invalid port") from None
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": name,
+        "USER": unquote(parts.username or ""),
+        "PASSWORD": unquote(parts.password or ""),
+        "HOST": parts.hostname or "",
+        "PORT": str(port or ""),
+        "CONN_MAX_AGE": 60,
+        "CONN_HEALTH_CHECKS": True,
+        "OPTIONS": dict(parse_qsl(parts.query)),
+    }

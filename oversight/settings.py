@@ -1,0 +1,139 @@
+"""Settings for Oversight, read from the environment (see README, "Configuration")."""
+
+from datetime import timedelta
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+from oversight.env import (
+    database_from_url,
+    env_bool,
+    env_int,
+    env_list,
+    env_str,
+    sqlite_database,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("OVERSIGHT_VAR_DIR", str(BASE_DIR / "var")))
+
+DEBUG = env_bool("OVERSIGHT_DEBUG", default=False)
+SECRET_KEY = env_str("OVERSIGHT_SECRET_KEY", "insecure-development-key" if DEBUG else None)
+if not DEBUG and len(SECRET_KEY) < 32:
+    raise ImproperlyConfigured("OVERSIGHT_SECRET_KEY must be at least 32 characters")
+ALLOWED_HOSTS = env_list("OVERSIGHT_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("OVERSIGHT_CSRF_TRUSTED_ORIGINS")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "runs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "oversight.urls"
+WSGI_APPLICATION = "oversight.wsgi.application"
+ASGI_APPLICATION = "oversight.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+_database_url = env_str("DATABASE_URL", "")
+DATABASES = {
+    "default": (
+        database_from_url(_database_url)
+        if _database_url
+        else sqlite_database(
+            VAR_DIR / "oversight.sqlite3",
+            synchronous=env_str("OVERSIGHT_SQLITE_SYNCHRONOUS", "FULL").upper(),
+        )
+    )
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "django.contrib.staticfiles.storage.StaticFilesStorage"
+            if DEBUG
+            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        )
+    },
+}
+
+EMAIL_BACKEND = env_str("OVERSIGHT_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env_str("OVERSIGHT_FROM_EMAIL", "oversight@localhost")
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SECURE = env_bool("OVERSIGHT_SECURE_COOKIES", default=not DEBUG)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+# --- Oversight ---------------------------------------------------------------------------
+
+# Content-addressed artifact blobs (sha256); durable storage next to the database.
+OVERSIGHT_ARTIFACT_ROOT = Path(env_str("OVERSIGHT_ARTIFACT_ROOT", str(VAR_DIR / "artifacts")))
+OVERSIGHT_ARTIFACT_MAX_BYTES = env_int("OVERSIGHT_ARTIFACT_MAX_BYTES", 25 * 2**20, minimum=1)
+# How long a proposal waits for a decision before it ends as expired (fail closed).
+OVERSIGHT_DECISION_TIMEOUT = timedelta(
+    seconds=env_int("OVERSIGHT_DECISION_TIMEOUT_SECONDS", 24 * 3600, minimum=1)
+)
+# How long an approval stays valid for execution.
+OVERSIGHT_APPROVAL_TTL = timedelta(
+    seconds=env_int("OVERSIGHT_APPROVAL_TTL_SECONDS", 3600, minimum=1)
+)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("OVERSIGHT_LOG_LEVEL", "INFO")},
+}

@@ -1,0 +1,156 @@
+"""The Django admin: projects, members and policies are edited here; everything whose
+status belongs to a state machine, and all history, is read-only (status changes go
+through the services, which write checkpoints)."""
+
+from django.contrib import admin
+
+from runs.models import (
+    Alert,
+    AlertDelivery,
+    ApprovalPolicy,
+    Artifact,
+    Checkpoint,
+    CheckpointArtifact,
+    Decision,
+    Membership,
+    Message,
+    Operation,
+    Project,
+    Run,
+    Session,
+)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 1
+    autocomplete_fields = ["user"]
+
+
+class ApprovalPolicyInline(admin.TabularInline):
+    model = ApprovalPolicy
+    extra = 1
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "created_at"]
+    search_fields = ["name", "slug"]
+    prepopulated_fields = {"slug": ["name"]}
+    inlines = [MembershipInline, ApprovalPolicyInline]
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "role", "project"]
+    list_filter = ["role", "project"]
+    autocomplete_fields = ["user"]
+
+
+@admin.register(ApprovalPolicy)
+class ApprovalPolicyAdmin(admin.ModelAdmin):
+    list_display = ["project", "action", "approvals_required", "decision_timeout", "approval_ttl"]
+    list_filter = ["project", "approvals_required"]
+
+
+@admin.register(Session)
+class SessionAdmin(ReadOnlyAdmin):
+    list_display = ["id", "title", "agent", "owner", "project", "created_at"]
+    list_filter = ["project"]
+    list_select_related = ["owner", "project"]
+
+
+class MessageInline(ReadOnlyInline):
+    model = Message
+    fields = ["seq", "kind", "author", "payload", "created_at"]
+
+
+class OperationInline(ReadOnlyInline):
+    model = Operation
+    fields = ["call_id", "action", "status", "risk", "created_at"]
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdmin):
+    list_display = ["id", "goal", "status", "reason", "version", "project", "created_at"]
+    list_filter = ["status", "reason", "project"]
+    search_fields = ["goal"]
+    list_select_related = ["project"]
+    inlines = [MessageInline, OperationInline]
+
+
+@admin.register(Message)
+class MessageAdmin(ReadOnlyAdmin):
+    list_display = ["run", "seq", "kind", "author", "created_at"]
+    list_filter = ["kind"]
+
+
+class DecisionInline(ReadOnlyInline):
+    model = Decision
+    fields = ["kind", "reviewer", "policy", "arguments_hash", "comment", "created_at"]
+
+
+@admin.register(Operation)
+class OperationAdmin(ReadOnlyAdmin):
+    list_display = ["id", "action", "call_id", "status", "risk", "run", "created_at"]
+    list_filter = ["status", "risk", "rollback_kind", "project"]
+    search_fields = ["call_id", "action", "idempotency_key"]
+    inlines = [DecisionInline]
+
+
+@admin.register(Decision)
+class DecisionAdmin(ReadOnlyAdmin):
+    list_display = ["operation", "kind", "reviewer", "policy", "created_at"]
+    list_filter = ["kind"]
+
+
+class CheckpointArtifactInline(ReadOnlyInline):
+    model = CheckpointArtifact
+
+
+@admin.register(Checkpoint)
+class CheckpointAdmin(ReadOnlyAdmin):
+    list_display = ["run", "seq", "event", "from_status", "to_status", "actor_label", "created_at"]
+    list_filter = ["event", "actor_kind", "to_status"]
+    search_fields = ["reason", "hash"]
+    inlines = [CheckpointArtifactInline]
+
+
+@admin.register(Artifact)
+class ArtifactAdmin(ReadOnlyAdmin):
+    list_display = ["sha256", "size", "media_type", "created_at"]
+    search_fields = ["sha256"]
+
+
+class AlertDeliveryInline(ReadOnlyInline):
+    model = AlertDelivery
+
+
+@admin.register(Alert)
+class AlertAdmin(ReadOnlyAdmin):
+    list_display = ["id", "summary", "status", "run", "project", "created_at"]
+    list_filter = ["status", "project"]
+    inlines = [AlertDeliveryInline]

@@ -1,0 +1,14 @@
+from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+class RunsConfig(AppConfig):
+    name = "runs"
+    verbose_name = "Oversight"
+
+    def ready(self) -> None:
+        from runs.permissions import sync_roles
+
+        # After auth has created this app's permissions (auth is installed first),
+        # make the role groups hold exactly the permissions ROLE_PERMISSIONS lists.
+        post_migrate.connect(sync_roles, sender=self, dispatch_uid="runs.sync_roles")

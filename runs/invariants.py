@@ -1,0 +1,102 @@
+"""The invariants the whole product rests on, checked against the database as it is.
+
+Each check yields one line per violation, naming the object, so that
+``manage.py check_invariants`` can print them all and fail."""
+
+from collections.abc import Callable, Iterator
+
+from django.db.models import Count, F, Q
+
+from runs import machines
+from runs.chain import verify_all_chains
+from runs.models import Artifact, Checkpoint, Decision, Operation, Run
+
+# Statuses an operation reaches only after a worker took it for execution.
+EXECUTED = (
+    Operation.Status.IN_FLIGHT,
+    Operation.Status.COMMITTED,
+    Operation.Status.PRECONDITION_FAILED,
+    Operation.Status.VERIFY_FAILED,
+    Operation.Status.ROLLED_BACK,
+    Operation.Status.COMPENSATED,
+    Operation.Status.ALERTED,
+)
+
+
+def executed_operations_were_approved() -> Iterator[str]:
+    approving = Q(
+        decisions__kind__in=Decision.APPROVING,
+        decisions__arguments_hash=F("arguments_hash"),
+    )
+    operations = (
+        Operation.objects.filter(status__in=EXECUTED)
+        .annotate(
+            people=Count("decisions__reviewer", filter=approving, distinct=True),
+            policies=Count("decisions", filter=approving & Q(decisions__reviewer__isnull=True)),
+        )
+        .filter(
+            Q(people__lt=F("required_approvals")) | Q(required_approvals=0, people=0, policies=0)
+        )
+    )
+    for op in operations.order_by("pk"):
+        yield (
+            f"operation {op.pk} ({op.action}) is {op.status} with {op.people} of the "
+            f"{op.required_approvals} approvals its policy requires"
+        )
+
+
+def no_idempotency_key_executed_twice() -> Iterator[str]:
+    repeated = (
+        Checkpoint.objects.filter(to_status=Operation.Status.IN_FLIGHT, event="operation.status")
+        .values("operation__idempotency_key")
+        .annotate(times=Count("pk"))
+        .filter(times__gt=1)
+    )
+    for row in repeated:
+        yield (
+            f"idempotency key {row['operation__idempotency_key']} was taken for execution "
+            f"{row['times']} times"
+        )
+
+
+def checkpoint_chains_unbroken() -> Iterator[str]:
+    for broken in verify_all_chains():
+        yield f"checkpoint chain broken: {broken}"
+
+
+def referenced_artifacts_exist() -> Iterator[str]:
+    for artifact in Artifact.objects.filter(refs__isnull=False).distinct().iterator():
+        path = artifact.path
+        if not path.exists():
+            yield f"artifact {artifact.sha256} is referenced by a checkpoint but missing"
+        elif path.stat().st_size != artifact.size:
+            yield f"artifact {artifact.sha256} has {path.stat().st_size} bytes, not {artifact.size}"
+
+
+def waiting_runs_have_reason() -> Iterator[str]:
+    for run in Run.objects.filter(status=Run.Status.WAITING).filter(Q(reason="") | Q(unblock="")):
+        yield f"run {run.pk} is waiting without a reason and what unblocks it"
+
+
+def closed_runs_have_no_open_proposals() -> Iterator[str]:
+    operations = Operation.objects.filter(
+        status__in=(Operation.Status.PROPOSED, Operation.Status.APPROVED),
+        run__status__in=machines.RUN.terminal,
+    )
+    for op in operations.order_by("pk"):
+        yield f"operation {op.pk} is {op.status} but its run {op.run_id} has ended"
+
+
+CHECKS: list[Callable[[], Iterator[str]]] = [
+    executed_operations_were_approved,
+    no_idempotency_key_executed_twice,
+    checkpoint_chains_unbroken,
+    referenced_artifacts_exist,
+    waiting_runs_have_reason,
+    closed_runs_have_no_open_proposals,
+]
+
+
+def violations() -> Iterator[str]:
+    for check in CHECKS:
+        yield from check()

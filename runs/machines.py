@@ -1,0 +1,73 @@
+"""The state machines, as data. Every status change in the product is checked here.
+
+The run table is seed 002's; the operation table is PRODUCT.md's, plus the two edges
+its text implies: an approval that lapses before execution (approved → expired) and an
+in-flight operation cancelled before its effect fired (in_flight → cancelled).
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from runs.errors import IllegalTransition
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: str
+    edges: Mapping[str, frozenset[str]]
+
+    def check(self, current: str, target: str) -> None:
+        if target not in self.edges.get(current, frozenset()):
+            raise IllegalTransition(f"a {self.name} cannot go from {current} to {target}")
+
+    def is_terminal(self, status: str) -> bool:
+        return not self.edges[status]
+
+    @property
+    def terminal(self) -> frozenset[str]:
+        return frozenset(status for status, targets in self.edges.items() if not targets)
+
+    @property
+    def open(self) -> frozenset[str]:
+        return frozenset(self.edges) - self.terminal
+
+
+RUN = Machine(
+    "run",
+    {
+        "queued": frozenset({"running", "cancelled"}),
+        "running": frozenset({"waiting", "completed", "partial", "failed", "cancelled"}),
+        "waiting": frozenset({"queued", "cancelled", "failed"}),
+        "completed": frozenset(),
+        "partial": frozenset(),
+        "failed": frozenset(),
+        "cancelled": frozenset(),
+    },
+)
+
+OPERATION = Machine(
+    "operation",
+    {
+        "proposed": frozenset({"approved", "rejected", "expired", "cancelled"}),
+        "approved": frozenset({"in_flight", "expired", "cancelled"}),
+        "in_flight": frozenset({"committed", "precondition_failed", "verify_failed", "cancelled"}),
+        "verify_failed": frozenset({"rolled_back", "compensated", "alerted"}),
+        "committed": frozenset(),
+        "precondition_failed": frozenset(),
+        "rolled_back": frozenset(),
+        "compensated": frozenset(),
+        "alerted": frozenset(),
+        "rejected": frozenset(),
+        "expired": frozenset(),
+        "cancelled": frozenset(),
+    },
+)
+
+ALERT = Machine(
+    "alert",
+    {
+        "open": frozenset({"acknowledged", "resolved"}),
+        "acknowledged": frozenset({"resolved"}),
+        "resolved": frozenset(),
+    },
+)

@@ -1,0 +1,23 @@
+from runs.models.alerts import Alert, AlertDelivery
+from runs.models.artifacts import Artifact
+from runs.models.checkpoints import Checkpoint, CheckpointArtifact
+from runs.models.operations import Decision, Operation
+from runs.models.projects import ApprovalPolicy, Membership, Project, Role
+from runs.models.runs import Message, Run, Session
+
+__all__ = [
+    "Alert",
+    "AlertDelivery",
+    "ApprovalPolicy",
+    "Artifact",
+    "Checkpoint",
+    "CheckpointArtifact",
+    "Decision",
+    "Membership",
+    "Message",
+    "Operation",
+    "Project",
+    "Role",
+    "Run",
+    "Session",
+]

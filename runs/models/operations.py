@@ -1,0 +1,177 @@
+from django.conf import settings
+from django.db import models
+
+from runs import machines
+from runs.models.choices import choices_constraint
+from runs.models.projects import Project
+from runs.models.runs import Run
+
+
+class OperationStatus(models.TextChoices):
+    PROPOSED = "proposed"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+    IN_FLIGHT = "in_flight", "in flight"
+    COMMITTED = "committed"
+    PRECONDITION_FAILED = "precondition_failed", "precondition failed"
+    VERIFY_FAILED = "verify_failed", "verification failed"
+    ROLLED_BACK = "rolled_back", "rolled back"
+    COMPENSATED = "compensated"
+    ALERTED = "alerted"
+
+
+class Risk(models.TextChoices):
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+
+class RollbackKind(models.TextChoices):
+    IN_BAND = "in_band", "in-band undo"
+    COMPENSATING = "compensating", "compensating operation"
+    OUT_OF_BAND = "out_of_band", "out-of-band alert"
+    NONE = "none", "none"
+
+
+class Operation(models.Model):
+    """One effect to attempt and to recognise later (seed 002). Status changes only
+    through ``runs.transitions``; ``version`` guards each change, ``fencing_epoch``
+    guards the worker that holds the lease."""
+
+    Status = OperationStatus
+    Risk = Risk
+    RollbackKind = RollbackKind
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="operations")
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="operations")
+    call_id = models.CharField(max_length=200)
+    action = models.CharField(max_length=100)
+    # As the agent proposed them, kept for the diff when a reviewer edits.
+    proposed_arguments = models.JSONField()
+    arguments = models.JSONField()
+    arguments_hash = models.CharField(max_length=64)
+    idempotency_key = models.CharField(max_length=64, unique=True)
+    risk = models.CharField(max_length=8, choices=Risk.choices, default=Risk.MEDIUM)
+    rollback_kind = models.CharField(max_length=16, choices=RollbackKind.choices)
+    required_approvals = models.PositiveSmallIntegerField()
+    # The run version the agent had read when it proposed.
+    base_version = models.PositiveIntegerField()
+    status = models.CharField(max_length=24, choices=Status.choices, default=Status.PROPOSED)
+    status_reason = models.TextField(blank=True, default="")
+    version = models.PositiveIntegerField(default=1)
+    expires_at = models.DateTimeField(help_text="Deadline for a decision.")
+    approved_at = models.DateTimeField(null=True, blank=True)
+    approval_expires_at = models.DateTimeField(null=True, blank=True)
+    lease_owner = models.CharField(max_length=200, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    fencing_epoch = models.PositiveIntegerField(default=0)
+    result = models.JSONField(null=True, blank=True, help_text="The observation the agent reads.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "call_id"], name="operation_unique_call"),
+            choices_constraint("status", OperationStatus, "operation_status_valid"),
+            choices_constraint("risk", Risk, "operation_risk_valid"),
+            choices_constraint("rollback_kind", RollbackKind, "operation_rollback_valid"),
+            models.CheckConstraint(
+                condition=models.Q(required_approvals__lte=2), name="operation_approvals_range"
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(status="approved")
+                | models.Q(approval_expires_at__isnull=False),
+                name="operation_approval_expires",
+            ),
+        ]
+        indexes = [
+            # The approvals queue and the expiry sweep: proposed operations, oldest first.
+            models.Index(
+                fields=["project", "created_at"],
+                condition=models.Q(status="proposed"),
+                name="operation_pending_idx",
+            ),
+            models.Index(
+                fields=["expires_at"],
+                condition=models.Q(status="proposed"),
+                name="operation_decision_due_idx",
+            ),
+            # Workers claim approved operations in order: WHERE status='approved' ORDER BY id.
+            models.Index(
+                fields=["id"], condition=models.Q(status="approved"), name="operation_ready_idx"
+            ),
+            # Workers recover in-flight operations whose lease expired.
+            models.Index(
+                fields=["lease_expires_at"],
+                condition=models.Q(status="in_flight"),
+                name="operation_lease_idx",
+            ),
+            models.Index(fields=["run", "status"], name="operation_run_status_idx"),
+        ]
+        permissions = [("decide_operation", "Can approve, reject or edit operations")]
+
+    def __str__(self) -> str:
+        return f"operation {self.pk} {self.action} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return machines.OPERATION.is_terminal(self.status)
+
+
+class DecisionKind(models.TextChoices):
+    APPROVE = "approve"
+    EDIT = "edit", "edit and approve"
+    REJECT = "reject"
+    REPLY = "reply", "reject with reply"
+
+
+class Decision(models.Model):
+    """A reviewer's (or a policy's) decision, bound to the arguments hash it saw."""
+
+    Kind = DecisionKind
+
+    APPROVING = (Kind.APPROVE, Kind.EDIT)
+
+    operation = models.ForeignKey(Operation, on_delete=models.PROTECT, related_name="decisions")
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="decisions",
+    )
+    policy = models.CharField(
+        max_length=200, blank=True, default="", help_text="The policy that decided, if no person."
+    )
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    arguments_hash = models.CharField(max_length=64, help_text="The arguments decided upon.")
+    edited_arguments = models.JSONField(null=True, blank=True)
+    comment = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            choices_constraint("kind", DecisionKind, "decision_kind_valid"),
+            # Exactly one decider: a person, or a named policy.
+            models.CheckConstraint(
+                condition=(models.Q(reviewer__isnull=False) & models.Q(policy=""))
+                | (models.Q(reviewer__isnull=True) & ~models.Q(policy="")),
+                name="decision_one_decider",
+            ),
+            # A rejection always says why; a reply always says something.
+            models.CheckConstraint(
+                condition=~models.Q(kind__in=["reject", "reply"]) | ~models.Q(comment=""),
+                name="decision_rejection_has_reason",
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(kind="edit") | models.Q(edited_arguments__isnull=False),
+                name="decision_edit_has_arguments",
+            ),
+        ]
+        indexes = [models.Index(fields=["reviewer", "created_at"], name="decision_reviewer_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} by {self.reviewer or self.policy}"

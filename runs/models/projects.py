@@ -1,0 +1,78 @@
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.db import models
+
+
+class Role(models.TextChoices):
+    """Each role is a Django group with permissions; membership scopes it to a project."""
+
+    REVIEWER = "reviewer"
+    AUDITOR = "auditor"
+    ADMIN = "admin"
+
+
+class Project(models.Model):
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        permissions = [("manage_project", "Can manage members, policies and agent tokens")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.ForeignKey(Group, on_delete=models.PROTECT, related_name="memberships")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "user", "role"], name="membership_unique_role"
+            )
+        ]
+        indexes = [models.Index(fields=["user", "project"], name="membership_user_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.user} is {self.role} in {self.project}"
+
+
+class ApprovalPolicy(models.Model):
+    """How many people must approve an action in a project. A blank action is the
+    project's default; high-risk operations need two approvers whatever the row says."""
+
+    class Approvals(models.IntegerChoices):
+        AUTO = 0, "auto-approve"
+        ONE = 1, "one approver"
+        TWO = 2, "two approvers"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="policies")
+    action = models.CharField(max_length=100, blank=True, help_text="Blank: every action.")
+    approvals_required = models.PositiveSmallIntegerField(
+        choices=Approvals.choices, default=Approvals.ONE
+    )
+    decision_timeout = models.DurationField(
+        null=True, blank=True, help_text="How long a proposal waits for a decision."
+    )
+    approval_ttl = models.DurationField(
+        null=True, blank=True, help_text="How long an approval stays valid for execution."
+    )
+
+    class Meta:
+        verbose_name_plural = "approval policies"
+        constraints = [
+            models.UniqueConstraint(fields=["project", "action"], name="policy_unique_action"),
+            models.CheckConstraint(
+                condition=models.Q(approvals_required__lte=2), name="policy_approvals_range"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        action = self.action or "any action"
+        return f"{self.project}: {action} → {self.get_approvals_required_display()}"

@@ -1,0 +1,134 @@
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from runs import machines
+from runs.models.choices import choices_constraint
+from runs.models.projects import Project
+from runs.payloads import MessageKind, validate_payload
+
+
+class Session(models.Model):
+    """One conversation, owned by a person, in one project. Holds several runs."""
+
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="sessions")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="agent_sessions"
+    )
+    agent = models.CharField(max_length=200, help_text="Name of the agent in this session.")
+    title = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "agent session"
+
+    def __str__(self) -> str:
+        return self.title or f"session {self.pk}"
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class RunReason(models.TextChoices):
+    NONE = "", "—"
+    APPROVAL = "approval"
+    NEEDS_INPUT = "needs_input", "needs input"
+    RECONCILIATION = "reconciliation"
+
+
+class Run(models.Model):
+    """One goal pursued by an agent. Status changes only through ``runs.transitions``."""
+
+    Status = RunStatus
+    Reason = RunReason
+
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="runs")
+    session = models.ForeignKey(Session, on_delete=models.PROTECT, related_name="runs")
+    goal = models.TextField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    reason = models.CharField(max_length=32, choices=Reason.choices, blank=True, default="")
+    unblock = models.CharField(
+        max_length=500, blank=True, default="", help_text="What ends the wait."
+    )
+    outcome = models.TextField(blank=True, default="", help_text="Why the run ended as it did.")
+    # Bumped by every checkpoint: equals the seq of the run's latest checkpoint.
+    version = models.PositiveIntegerField(default=0)
+    cancel_requested = models.BooleanField(default=False)
+    retry_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="retries"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            choices_constraint("status", RunStatus, "run_status_valid"),
+            choices_constraint("reason", RunReason, "run_reason_valid"),
+            # seed 002: waiting always carries its cause and what unblocks it; nothing else does.
+            models.CheckConstraint(
+                condition=(
+                    models.Q(status="waiting") & ~models.Q(reason="") & ~models.Q(unblock="")
+                )
+                | (~models.Q(status="waiting") & models.Q(reason="")),
+                name="run_waiting_has_reason",
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(status="cancelled") | models.Q(cancel_requested=True),
+                name="run_cancelled_is_requested",
+            ),
+        ]
+        indexes = [
+            # Run list pages: newest first within a project, filtered by status.
+            models.Index(
+                fields=["project", "status", "-created_at"], name="run_project_status_idx"
+            ),
+            models.Index(fields=["-created_at"], name="run_created_idx"),
+        ]
+        permissions = [("cancel_run", "Can cancel runs")]
+
+    def __str__(self) -> str:
+        return f"run {self.pk}: {self.goal[:60]}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return machines.RUN.is_terminal(self.status)
+
+
+class Message(models.Model):
+    """A step of the conversation. ``seq`` is assigned by the writer under the run lock."""
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="messages")
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=16, choices=MessageKind.choices)
+    schema_version = models.PositiveSmallIntegerField(default=1)
+    payload = models.JSONField()
+    author = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "seq"], name="message_unique_seq"),
+            models.CheckConstraint(condition=models.Q(seq__gte=1), name="message_seq_positive"),
+            choices_constraint("kind", MessageKind, "message_kind_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"message {self.run_id}#{self.seq}"
+
+    def save(self, *args, **kwargs) -> None:
+        self.payload = validate_payload(self.kind, self.schema_version, self.payload)
+        super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        try:
+            validate_payload(self.kind, self.schema_version, self.payload)
+        except ValidationError as exc:
+            raise ValidationError({"payload": exc.messages}) from None

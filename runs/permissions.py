@@ -1,0 +1,64 @@
+"""Roles are Django groups with permissions; a Membership gives a user a role in one
+project. A permission therefore holds only inside the projects where the user has a
+role that grants it: ``has_project_perm(user, project, "decide_operation")``."""
+
+from django.contrib.auth.models import Group, Permission
+from django.db.models import QuerySet
+
+from runs.errors import NotPermitted
+from runs.models import Membership, Project, Role
+
+_READ = [
+    "view_project",
+    "view_session",
+    "view_run",
+    "view_message",
+    "view_operation",
+    "view_decision",
+    "view_checkpoint",
+    "view_artifact",
+    "view_alert",
+]
+
+ROLE_PERMISSIONS: dict[str, list[str]] = {
+    Role.REVIEWER: [*_READ, "decide_operation"],
+    Role.AUDITOR: _READ,
+    Role.ADMIN: [*_READ, "cancel_run", "resolve_alert", "manage_project"],
+}
+
+
+def sync_roles(**_kwargs) -> None:
+    """Create the role groups and give each exactly its permissions (run after migrate)."""
+    for role, codenames in ROLE_PERMISSIONS.items():
+        group, _ = Group.objects.get_or_create(name=role)
+        group.permissions.set(
+            Permission.objects.filter(content_type__app_label="runs", codename__in=codenames)
+        )
+
+
+def role_group(role: str) -> Group:
+    return Group.objects.get(name=role)
+
+
+def has_project_perm(user, project: Project, codename: str) -> bool:
+    if not user.is_authenticated or not user.is_active:
+        return False
+    return Membership.objects.filter(
+        project=project,
+        user=user,
+        role__permissions__codename=codename,
+        role__permissions__content_type__app_label="runs",
+    ).exists()
+
+
+def require_project_perm(user, project: Project, codename: str) -> None:
+    if not has_project_perm(user, project, codename):
+        raise NotPermitted(f"{user} may not {codename.replace('_', ' ')} in {project}")
+
+
+def projects_with_perm(user, codename: str) -> QuerySet[Project]:
+    return Project.objects.filter(
+        memberships__user=user,
+        memberships__role__permissions__codename=codename,
+        memberships__role__permissions__content_type__app_label="runs",
+    ).distinct()

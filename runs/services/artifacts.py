@@ -1,0 +1,112 @@
+"""Artifacts: content-addressed blobs, stored durably before anything references them.
+
+Order matters (seed 000): bytes to disk and fsynced → ``Artifact`` row → checkpoint
+reference. A crash leaves at worst an unreferenced blob, which
+``collect_orphan_artifacts`` removes later; never a reference to missing bytes.
+"""
+
+import os
+import tempfile
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import ProtectedError
+from django.utils import timezone
+
+from runs.actors import Actor
+from runs.canonical import sha256_hex
+from runs.errors import InvalidInput
+from runs.models import Artifact, Run
+from runs.models.artifacts import blob_path
+from runs.services.runs import require_open
+from runs.transitions import ArtifactRef, record_run_event
+
+
+def store_artifact(content: bytes, media_type: str = "application/octet-stream") -> Artifact:
+    """Write ``content`` to durable storage (if not already there) and record it."""
+    if len(content) > settings.OVERSIGHT_ARTIFACT_MAX_BYTES:
+        raise InvalidInput(
+            f"content: {len(content)} bytes is over the limit of "
+            f"{settings.OVERSIGHT_ARTIFACT_MAX_BYTES}"
+        )
+    digest = sha256_hex(content)
+    path = blob_path(digest)
+    if not path.exists():
+        _write_durably(path, content)
+    artifact, created = Artifact.objects.get_or_create(
+        sha256=digest, defaults={"size": len(content), "media_type": media_type}
+    )
+    if not created:
+        # Restart the orphan grace period: a reference to it may be about to be written.
+        Artifact.objects.filter(pk=artifact.pk).update(stored_at=timezone.now())
+    return artifact
+
+
+def _write_durably(path: Path, content: bytes) -> None:
+    """Temp file in the same folder, fsync, atomic rename, fsync the folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".incoming-")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
+def attach_artifact(
+    *, run: Run, name: str, content: bytes, actor: Actor, media_type: str = "text/plain"
+) -> Artifact:
+    """Store a new version of the run's artifact ``name`` and checkpoint the reference."""
+    if not name.strip() or len(name) > 500:
+        raise InvalidInput("name: 1 to 500 characters")
+    require_open(run)
+    artifact = store_artifact(content, media_type)
+    record_run_event(
+        run=run,
+        actor=actor,
+        event="artifact.attached",
+        reason=name,
+        artifacts=[ArtifactRef(name, artifact)],
+    )
+    return artifact
+
+
+def read_artifact(artifact: Artifact) -> bytes:
+    return artifact.path.read_bytes()
+
+
+def collect_orphan_artifacts(*, older_than: timedelta, now: datetime | None = None) -> list[str]:
+    """Remove blobs that no checkpoint references and that were stored before the grace
+    period; returns their hashes. A referenced blob is never removed: the row is
+    deleted only if no reference exists in the same transaction, and a reference
+    written concurrently fails its foreign key instead of pointing at nothing."""
+    cutoff = (now or timezone.now()) - older_than
+    removed = []
+    for artifact in Artifact.objects.filter(refs__isnull=True, stored_at__lt=cutoff).iterator():
+        try:
+            with transaction.atomic():
+                deleted, _ = Artifact.objects.filter(
+                    pk=artifact.pk, refs__isnull=True, stored_at__lt=cutoff
+                ).delete()
+        except (ProtectedError, IntegrityError):
+            continue  # Referenced in the meantime: keep it.
+        if deleted:
+            artifact.path.unlink(missing_ok=True)
+            removed.append(artifact.sha256)
+    known = set(Artifact.objects.values_list("sha256", flat=True))
+    for path in Path(settings.OVERSIGHT_ARTIFACT_ROOT).glob("*/*"):
+        if path.name not in known and path.stat().st_mtime < cutoff.timestamp():
+            path.unlink(missing_ok=True)
+            removed.append(path.name)
+    return removed

@@ -1,0 +1,206 @@
+"""Deciding on proposals: approve, reject, reply, edit-and-approve; and expiry.
+
+Every decision is bound to the arguments hash the reviewer saw. The rules, checked in
+one transaction under the run lock: the reviewer holds the decide permission in the
+project; does not own the run; the run is open; the operation still awaits a
+decision and has not expired; a second approval comes from a different person.
+"""
+
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from runs.actors import Actor
+from runs.canonical import json_hash
+from runs.errors import ArgumentsChanged, DecisionRefused, InvalidInput, OperationExpired
+from runs.models import Decision, Operation
+from runs.permissions import require_project_perm
+from runs.policies import approval_ttl, policy_for
+from runs.services.runs import require_open, settle_wait
+from runs.transitions import lock_run, transition_operation
+
+DECISION_TIMEOUT = "decision timeout"
+APPROVAL_LAPSED = "approval lapsed"
+
+
+def decide(
+    *,
+    operation: Operation,
+    reviewer,
+    kind: str,
+    arguments_hash: str,
+    comment: str = "",
+    arguments: dict | None = None,
+    now: datetime | None = None,
+) -> Decision:
+    """Record ``reviewer``'s decision of ``kind`` on the arguments they saw.
+
+    ``comment`` is the reason for a rejection, the reply the agent reads for a reply,
+    and optional otherwise; ``arguments`` are the edited arguments for an edit.
+    """
+    if kind not in Decision.Kind.values:
+        raise InvalidInput(f"kind: one of {', '.join(Decision.Kind.values)}")
+    if kind in (Decision.Kind.REJECT, Decision.Kind.REPLY) and not comment.strip():
+        raise InvalidInput("comment: a rejection needs a reason, a reply needs a message")
+    if kind == Decision.Kind.EDIT and not isinstance(arguments, dict):
+        raise InvalidInput("arguments: an edit needs the new arguments as a JSON object")
+    require_project_perm(reviewer, operation.project, "decide_operation")
+    now = now or timezone.now()
+    if expire_if_due(operation, now):
+        raise OperationExpired(f"operation {operation.pk} expired before this decision")
+    return _record_decision(operation, reviewer, kind, arguments_hash, comment, arguments, now)
+
+
+@transaction.atomic
+def _record_decision(operation, reviewer, kind, arguments_hash, comment, arguments, now):
+    run = lock_run(operation.run_id)
+    operation = Operation.objects.get(pk=operation.pk)
+    require_open(run)
+    if operation.status != Operation.Status.PROPOSED:
+        raise DecisionRefused(
+            f"operation {operation.pk} is {operation.get_status_display()}; "
+            "it no longer awaits a decision"
+        )
+    if run.session.owner_id == reviewer.pk:
+        raise DecisionRefused("you own this run, so someone else must decide on it")
+    if arguments_hash != operation.arguments_hash:
+        raise ArgumentsChanged(
+            f"operation {operation.pk} has other arguments than the ones you saw: look again"
+        )
+    actor = Actor.of_user(reviewer)
+    if kind in (Decision.Kind.REJECT, Decision.Kind.REPLY):
+        decision = _reject(operation, reviewer, kind, comment, actor)
+    else:
+        decision = _approve(operation, reviewer, kind, comment, arguments, actor, now)
+    settle_wait(run, actor)
+    return decision
+
+
+def _reject(operation, reviewer, kind, comment, actor) -> Decision:
+    decision = Decision.objects.create(
+        operation=operation,
+        reviewer=reviewer,
+        kind=kind,
+        arguments_hash=operation.arguments_hash,
+        comment=comment,
+    )
+    observation = {"decision": "rejected", "reason": comment}
+    if kind == Decision.Kind.REPLY:
+        observation = {"decision": "rejected", "reply": comment}
+    transition_operation(
+        operation=operation,
+        to=Operation.Status.REJECTED,
+        actor=actor,
+        reason=comment,
+        changes={"status_reason": comment, "result": observation},
+        detail={"decision": _describe(decision), "observation": observation},
+    )
+    return decision
+
+
+def _approve(operation, reviewer, kind, comment, arguments, actor, now) -> Decision:
+    changes = {}
+    decided_hash = operation.arguments_hash
+    if kind == Decision.Kind.EDIT:
+        decided_hash = json_hash(arguments)
+        if decided_hash == operation.arguments_hash:
+            kind, arguments = Decision.Kind.APPROVE, None
+        else:
+            changes = {"arguments": arguments, "arguments_hash": decided_hash}
+    approvers = set(
+        operation.decisions.filter(
+            kind__in=Decision.APPROVING, arguments_hash=decided_hash, reviewer__isnull=False
+        ).values_list("reviewer_id", flat=True)
+    )
+    if reviewer.pk in approvers:
+        raise DecisionRefused(
+            "you have already approved these arguments; another reviewer must give "
+            "the second approval"
+        )
+    decision = Decision.objects.create(
+        operation=operation,
+        reviewer=reviewer,
+        kind=kind,
+        arguments_hash=decided_hash,
+        edited_arguments=arguments,
+        comment=comment,
+    )
+    detail = {"decision": _describe(decision)}
+    if len(approvers) + 1 >= operation.required_approvals:
+        ttl = approval_ttl(policy_for(operation.project, operation.action))
+        changes.update(approved_at=now, approval_expires_at=now + ttl)
+        transition_operation(
+            operation=operation,
+            to=Operation.Status.APPROVED,
+            actor=actor,
+            reason=comment or "approved",
+            changes=changes,
+            detail=detail,
+        )
+    else:
+        transition_operation(
+            operation=operation,
+            to=Operation.Status.PROPOSED,
+            event="operation.edit" if changes else "operation.approval",
+            actor=actor,
+            reason=(
+                f"{len(approvers) + 1} of {operation.required_approvals} approvals"
+                + (" for the edited arguments" if changes else "")
+            ),
+            changes=changes,
+            detail=detail,
+        )
+    return decision
+
+
+def _describe(decision: Decision) -> dict:
+    return {
+        "id": decision.pk,
+        "kind": decision.kind,
+        "by": decision.reviewer.get_username()
+        if decision.reviewer
+        else f"policy:{decision.policy}",
+        "arguments_hash": decision.arguments_hash,
+        "comment": decision.comment,
+    }
+
+
+def expire_if_due(operation: Operation, now: datetime) -> bool:
+    """Expire ``operation`` if its decision deadline or its approval has passed.
+    Returns whether it is (now) expired. Fail closed: expiry is never a rejection
+    by a person; it is recorded as the policy's doing, with its own status."""
+    with transaction.atomic():
+        run = lock_run(operation.run_id)
+        current = Operation.objects.get(pk=operation.pk)
+        if current.status == Operation.Status.EXPIRED:
+            return True
+        reason = _lapse_reason(current, now)
+        if reason is None:
+            return False
+        transition_operation(
+            operation=current,
+            to=Operation.Status.EXPIRED,
+            actor=Actor.policy(reason),
+            reason=reason,
+            changes={"status_reason": reason, "result": {"expired": reason}},
+        )
+        settle_wait(run, Actor.policy(reason))
+        return True
+
+
+def _lapse_reason(operation: Operation, now: datetime) -> str | None:
+    if operation.status == Operation.Status.PROPOSED and operation.expires_at <= now:
+        return DECISION_TIMEOUT
+    if operation.status == Operation.Status.APPROVED and operation.approval_expires_at <= now:
+        return APPROVAL_LAPSED
+    return None
+
+
+def expire_due_operations(now: datetime | None = None) -> int:
+    """Expire every operation past its deadline, each in its own short transaction."""
+    now = now or timezone.now()
+    due = Operation.objects.filter(
+        status=Operation.Status.PROPOSED, expires_at__lte=now
+    ) | Operation.objects.filter(status=Operation.Status.APPROVED, approval_expires_at__lte=now)
+    return sum(expire_if_due(operation, now) for operation in due.order_by("pk").iterator())

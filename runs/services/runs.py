@@ -1,0 +1,177 @@
+"""Sessions, runs and messages: opening, talking, finishing and cancelling."""
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Max
+
+from runs.actors import Actor, ActorKind
+from runs.errors import InvalidInput, RunClosed, RunNotAccepting, StaleVersion
+from runs.models import Message, Operation, Project, Run, Session
+from runs.payloads import CURRENT_VERSION, MessageKind
+from runs.permissions import require_project_perm
+from runs.transitions import lock_run, record_run_created, transition_operation, transition_run
+
+# Operations whose effect has not fired and never will once their run closes.
+NOT_YET_EXECUTED = (Operation.Status.PROPOSED, Operation.Status.APPROVED)
+
+
+def require_open(run: Run) -> None:
+    if run.is_terminal or run.cancel_requested:
+        raise RunClosed(f"run {run.pk} is {run.status}; it accepts nothing more")
+
+
+def open_session(*, project: Project, owner, agent: str, title: str = "") -> Session:
+    if not agent.strip():
+        raise InvalidInput("agent: a session needs the agent's name")
+    return Session.objects.create(project=project, owner=owner, agent=agent, title=title)
+
+
+@transaction.atomic
+def start_run(*, session: Session, goal: str, actor: Actor, retry_of: Run | None = None) -> Run:
+    """Create a run (queued) and start it (running): two checkpoints, one transaction.
+    A retry is a new run pointing at a finished one; the old run stays as it ended."""
+    if not goal.strip():
+        raise InvalidInput("goal: a run needs a goal")
+    if retry_of is not None:
+        if retry_of.session_id != session.pk:
+            raise InvalidInput("retry_of: a retry stays in the session of the run it retries")
+        if not retry_of.is_terminal:
+            raise InvalidInput(f"retry_of: run {retry_of.pk} is {retry_of.status}, not finished")
+    run = Run.objects.create(
+        project_id=session.project_id, session=session, goal=goal, retry_of=retry_of
+    )
+    record_run_created(run=run, actor=actor)
+    transition_run(run=run, to=Run.Status.RUNNING, actor=actor)
+    return run
+
+
+def activate(run: Run, actor: Actor) -> None:
+    """An agent acting on a queued run (one whose wait ended) resumes it."""
+    if run.status == Run.Status.QUEUED and actor.kind == ActorKind.AGENT:
+        transition_run(run=run, to=Run.Status.RUNNING, actor=actor, reason="agent resumed")
+
+
+@transaction.atomic
+def append_message(
+    *,
+    run: Run,
+    kind: str,
+    payload: dict,
+    actor: Actor,
+    schema_version: int = CURRENT_VERSION,
+) -> Message:
+    """Append a message with the next seq of its run. The seq is assigned under the run
+    lock, so concurrent writers get 1, 2, 3… with no gap and no duplicate."""
+    current = lock_run(run.pk)
+    require_open(current)
+    seq = (current.messages.aggregate(last=Max("seq"))["last"] or 0) + 1
+    try:
+        message = Message.objects.create(
+            run=current,
+            seq=seq,
+            kind=kind,
+            schema_version=schema_version,
+            payload=payload,
+            author=actor.label,
+        )
+    except ValidationError as exc:
+        raise InvalidInput("; ".join(exc.messages)) from None
+    activate(current, actor)
+    if (
+        actor.kind == ActorKind.USER
+        and current.status == Run.Status.WAITING
+        and current.reason == Run.Reason.NEEDS_INPUT
+    ):
+        transition_run(run=current, to=Run.Status.QUEUED, actor=actor, reason="input received")
+    return message
+
+
+@transaction.atomic
+def request_input(*, run: Run, question: str, actor: Actor) -> Message:
+    """The agent asks its owner something and waits (needs_input) for a user message."""
+    message = append_message(
+        run=run, kind=MessageKind.AGENT, payload={"text": question}, actor=actor
+    )
+    transition_run(
+        run=message.run,
+        to=Run.Status.WAITING,
+        actor=actor,
+        reason=Run.Reason.NEEDS_INPUT,
+        unblock="a reply from the session owner",
+    )
+    return message
+
+
+@transaction.atomic
+def finish_run(
+    *,
+    run: Run,
+    status: str,
+    actor: Actor,
+    outcome: str = "",
+    expected_version: int | None = None,
+) -> Run:
+    """End a run as completed, partial or failed. Proposals nobody acted on are
+    cancelled with it; an operation whose effect is in flight must settle first."""
+    if status not in (Run.Status.COMPLETED, Run.Status.PARTIAL, Run.Status.FAILED):
+        raise InvalidInput(f"status: a run finishes as completed, partial or failed, not {status}")
+    if status != Run.Status.COMPLETED and not outcome.strip():
+        raise InvalidInput(f"outcome: say why the run ended {status}")
+    current = lock_run(run.pk)
+    require_open(current)
+    if expected_version is not None and current.version != expected_version:
+        raise StaleVersion(f"run {run.pk} is at version {current.version}: read it again")
+    in_flight = list(
+        current.operations.filter(status=Operation.Status.IN_FLIGHT).values_list("pk", flat=True)
+    )
+    if in_flight:
+        raise RunNotAccepting(f"operations {in_flight} are in flight; wait for their outcome")
+    cancel_open_operations(current, actor, f"run finished {status}")
+    if status != Run.Status.FAILED and current.status == Run.Status.WAITING:
+        settle_wait(current, actor)
+    activate(current, actor)
+    transition_run(run=current, to=status, actor=actor, outcome=outcome)
+    run.refresh_from_db()
+    return run
+
+
+@transaction.atomic
+def cancel_run(*, run: Run, actor: Actor, reason: str) -> Run:
+    """Cancel a run and, in the same transaction, every operation not yet executed.
+    A worker re-checks ``cancel_requested`` before firing an in-flight effect, and any
+    later decision or agent message for this run is refused."""
+    if not reason.strip():
+        raise InvalidInput("reason: say why the run is cancelled")
+    if actor.user is not None:
+        require_project_perm(actor.user, run.project, "cancel_run")
+    current = lock_run(run.pk)
+    if current.is_terminal and current.status != Run.Status.CANCELLED:
+        raise RunClosed(f"run {current.pk} already ended {current.status}")
+    if current.status != Run.Status.CANCELLED:
+        cancel_open_operations(current, actor, reason)
+        transition_run(run=current, to=Run.Status.CANCELLED, actor=actor, outcome=reason)
+    run.refresh_from_db()
+    return run
+
+
+def cancel_open_operations(run: Run, actor: Actor, reason: str) -> None:
+    for operation in run.operations.filter(status__in=NOT_YET_EXECUTED).order_by("pk"):
+        transition_operation(
+            operation=operation,
+            to=Operation.Status.CANCELLED,
+            actor=actor,
+            reason=reason,
+            changes={"status_reason": reason, "result": {"cancelled": reason}},
+        )
+
+
+def settle_wait(run: Run, actor: Actor) -> None:
+    """A run waiting for approval goes back to the queue once nothing awaits a decision."""
+    if (
+        run.status == Run.Status.WAITING
+        and run.reason == Run.Reason.APPROVAL
+        and not run.operations.filter(status=Operation.Status.PROPOSED).exists()
+    ):
+        transition_run(
+            run=run, to=Run.Status.QUEUED, actor=actor, reason="every proposal has a decision"
+        )

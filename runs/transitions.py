@@ -1,0 +1,327 @@
+"""The one place where runs, operations and alerts change status.
+
+Every change here, in one short transaction:
+1. locks the run row (``SELECT … FOR UPDATE`` on PostgreSQL; on SQLite the whole
+   transaction already holds the write lock from ``BEGIN IMMEDIATE``), so the
+   run's checkpoints are written one at a time and chain correctly;
+2. checks the transition against the machine in ``runs.machines``;
+3. updates the row only if its ``version`` is still the one the caller read, so a
+   stale writer gets ``StaleVersion`` instead of silently overwriting;
+4. bumps the run's version and appends the checkpoint whose ``seq`` is that version.
+
+Callers pass the instance they hold; it is refreshed in place on success.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from runs import machines
+from runs.actors import Actor
+from runs.chain import GENESIS, checkpoint_hash
+from runs.errors import StaleVersion
+from runs.models import (
+    Alert,
+    Artifact,
+    Checkpoint,
+    CheckpointArtifact,
+    Decision,
+    Operation,
+    Run,
+)
+
+
+@dataclass(frozen=True)
+class ArtifactRef:
+    """A named version of an artifact that a checkpoint introduces (e.g. "app.py")."""
+
+    name: str
+    artifact: Artifact
+
+
+def lock_run(run_id: int) -> Run:
+    """Lock and return the run; the caller must be inside ``transaction.atomic``."""
+    return Run.objects.select_for_update().get(pk=run_id)
+
+
+@transaction.atomic
+def transition_run(
+    *,
+    run: Run,
+    to: str,
+    actor: Actor,
+    reason: str = "",
+    unblock: str = "",
+    outcome: str = "",
+    detail: dict | None = None,
+    expected_version: int | None = None,
+) -> Checkpoint:
+    """Move ``run`` to status ``to``.
+
+    For waiting, ``reason`` is the wait reason (``Run.Reason``) and ``unblock`` says
+    what ends the wait; for other statuses ``reason`` is only the checkpoint's text.
+    ``outcome`` says why a run ended. ``expected_version`` is the version the caller's
+    decision was based on (what an agent or a person read); if the run has moved past
+    it, nothing is written and ``StaleVersion`` is raised.
+    """
+    current = lock_run(run.pk)
+    if expected_version is not None and current.version != expected_version:
+        raise StaleVersion(
+            f"run {run.pk} is at version {current.version}, not {expected_version}: read it again"
+        )
+    machines.RUN.check(current.status, to)
+    waiting = to == Run.Status.WAITING
+    changes = {
+        "status": to,
+        "reason": reason if waiting else "",
+        "unblock": unblock if waiting else "",
+    }
+    if outcome or machines.RUN.is_terminal(to):
+        changes["outcome"] = outcome
+    if to == Run.Status.CANCELLED:
+        changes["cancel_requested"] = True
+    checkpoint = _append(
+        current,
+        changes,
+        actor=actor,
+        event="run.status",
+        from_status=current.status,
+        to_status=to,
+        reason=reason or outcome,
+        detail=detail,
+    )
+    _refresh(run, {**changes, "version": current.version})
+    return checkpoint
+
+
+@transaction.atomic
+def transition_operation(
+    *,
+    operation: Operation,
+    to: str,
+    actor: Actor,
+    reason: str = "",
+    event: str = "operation.status",
+    changes: dict | None = None,
+    detail: dict | None = None,
+    artifacts: Sequence[ArtifactRef] = (),
+) -> Checkpoint:
+    """Move ``operation`` to status ``to`` (or record ``event`` on it when ``to`` is its
+    current status), applying ``changes`` to its row in the same conditional update."""
+    run = lock_run(operation.run_id)
+    if to != operation.status:
+        machines.OPERATION.check(operation.status, to)
+    fields = {"status": to, **(changes or {})}
+    updated = Operation.objects.filter(
+        pk=operation.pk, version=operation.version, status=operation.status
+    ).update(version=F("version") + 1, updated_at=timezone.now(), **fields)
+    if updated != 1:
+        raise StaleVersion(
+            f"operation {operation.pk} changed since version {operation.version}: read it again"
+        )
+    from_status = operation.status
+    _refresh(operation, {**fields, "version": operation.version + 1})
+    return _append(
+        run,
+        {},
+        actor=actor,
+        event=event,
+        from_status=from_status,
+        to_status=to,
+        reason=reason,
+        operation=operation,
+        detail=detail,
+        artifacts=artifacts,
+    )
+
+
+@transaction.atomic
+def transition_alert(
+    *, alert: Alert, to: str, actor: Actor, reason: str, changes: dict | None = None
+) -> Checkpoint:
+    run = lock_run(alert.run_id)
+    machines.ALERT.check(alert.status, to)
+    fields = {"status": to, **(changes or {})}
+    if Alert.objects.filter(pk=alert.pk, status=alert.status).update(**fields) != 1:
+        raise StaleVersion(f"alert {alert.pk} changed since you read it: read it again")
+    from_status = alert.status
+    _refresh(alert, fields)
+    return _append(
+        run,
+        {},
+        actor=actor,
+        event="alert.status",
+        from_status=from_status,
+        to_status=to,
+        reason=reason,
+        operation=alert.operation,
+        detail={"alert": alert.pk},
+    )
+
+
+@transaction.atomic
+def record_run_event(
+    *,
+    run: Run,
+    actor: Actor,
+    event: str,
+    reason: str = "",
+    detail: dict | None = None,
+    artifacts: Sequence[ArtifactRef] = (),
+) -> Checkpoint:
+    """A checkpoint for something that happened to a run without a status change
+    (an artifact attached, a note). It still advances the run's version."""
+    current = lock_run(run.pk)
+    checkpoint = _append(
+        current,
+        {},
+        actor=actor,
+        event=event,
+        from_status=current.status,
+        to_status=current.status,
+        reason=reason,
+        detail=detail,
+        artifacts=artifacts,
+    )
+    run.version = current.version
+    return checkpoint
+
+
+def _append(
+    run: Run,
+    changes: dict,
+    *,
+    actor: Actor,
+    event: str,
+    from_status: str,
+    to_status: str,
+    reason: str = "",
+    operation: Operation | None = None,
+    detail: dict | None = None,
+    artifacts: Sequence[ArtifactRef] = (),
+) -> Checkpoint:
+    """Bump the locked run's version (applying ``changes``) and append its checkpoint."""
+    seq = run.version + 1
+    updated = Run.objects.filter(pk=run.pk, version=run.version).update(
+        version=seq, updated_at=timezone.now(), **changes
+    )
+    if updated != 1:  # Only possible if the caller did not hold the run lock.
+        raise StaleVersion(f"run {run.pk} moved past version {run.version} during the write")
+    for field, value in changes.items():
+        setattr(run, field, value)
+    run.version = seq
+    previous = Checkpoint.objects.filter(run=run).order_by("-seq").only("hash", "state").first()
+    checkpoint = Checkpoint(
+        run=run,
+        seq=seq,
+        actor_kind=actor.kind,
+        actor_user=actor.user,
+        actor_label=actor.label,
+        operation=operation,
+        event=event,
+        from_status=from_status,
+        to_status=to_status,
+        reason=reason,
+        state=_state(run, previous.state if previous else {}, detail, artifacts),
+        prev_hash=previous.hash if previous else GENESIS,
+    )
+    checkpoint.hash = checkpoint_hash(checkpoint)
+    checkpoint.save()
+    CheckpointArtifact.objects.bulk_create(
+        CheckpointArtifact(checkpoint=checkpoint, artifact=ref.artifact, name=ref.name)
+        for ref in artifacts
+    )
+    return checkpoint
+
+
+def _state(
+    run: Run, previous_state: dict, detail: dict | None, artifacts: Sequence[ArtifactRef]
+) -> dict:
+    """The state needed to continue (seed 000): the run's own fields, the operations
+    not yet finished with the approvals each has for its current arguments, every
+    artifact version seen so far, and whatever this step decided or observed."""
+    pending = list(
+        Operation.objects.filter(run=run)
+        .exclude(status__in=machines.OPERATION.terminal)
+        .order_by("id")
+        .values("id", "call_id", "action", "status", "arguments_hash", "idempotency_key")
+    )
+    approvals: dict[int, list[str]] = {op["id"]: [] for op in pending}
+    hashes = {op["id"]: op["arguments_hash"] for op in pending}
+    for op_id, reviewer, policy, args_hash in (
+        Decision.objects.filter(operation_id__in=hashes, kind__in=Decision.APPROVING)
+        .order_by("id")
+        .values_list("operation_id", "reviewer__username", "policy", "arguments_hash")
+    ):
+        if args_hash == hashes[op_id]:
+            approvals[op_id].append(reviewer or f"policy:{policy}")
+    artifact_versions = dict(previous_state.get("artifacts", {}))
+    for ref in artifacts:
+        artifact_versions[ref.name] = {"sha256": ref.artifact.sha256, "size": ref.artifact.size}
+    state = {
+        "run": {
+            "status": run.status,
+            "reason": run.reason,
+            "unblock": run.unblock,
+            "outcome": run.outcome,
+            "cancel_requested": run.cancel_requested,
+            "version": run.version,
+        },
+        "pending_operations": [{**op, "approved_by": approvals[op["id"]]} for op in pending],
+        "artifacts": artifact_versions,
+    }
+    state.update(detail or {})
+    return state
+
+
+def _refresh(target, changes: dict) -> None:
+    for field, value in changes.items():
+        setattr(target, field, value)
+
+
+@transaction.atomic
+def record_run_created(*, run: Run, actor: Actor) -> Checkpoint:
+    """The first checkpoint of a run (seq 1): from nothing to its initial status."""
+    current = lock_run(run.pk)
+    checkpoint = _append(
+        current,
+        {},
+        actor=actor,
+        event="run.created",
+        from_status="",
+        to_status=current.status,
+        reason=f"retry of run {current.retry_of_id}" if current.retry_of_id else "",
+        detail={"goal": current.goal, "retry_of": current.retry_of_id},
+    )
+    run.version = current.version
+    return checkpoint
+
+
+@transaction.atomic
+def record_operation_proposed(*, operation: Operation, actor: Actor) -> Checkpoint:
+    """The checkpoint that fixes what was proposed, before anyone decides on it."""
+    run = lock_run(operation.run_id)
+    return _append(
+        run,
+        {},
+        actor=actor,
+        event="operation.proposed",
+        from_status="",
+        to_status=operation.status,
+        operation=operation,
+        detail={
+            "proposal": {
+                "call_id": operation.call_id,
+                "action": operation.action,
+                "arguments": operation.arguments,
+                "arguments_hash": operation.arguments_hash,
+                "risk": operation.risk,
+                "rollback_kind": operation.rollback_kind,
+                "required_approvals": operation.required_approvals,
+                "base_version": operation.base_version,
+            }
+        },
+    )

@@ -1,0 +1,27 @@
+"""Test settings: the project's settings with test-only overrides.
+
+The SQLite test database is a file (not Django's default in-memory one) so that
+several connections — threads, and child processes killed mid-transaction — share it.
+A child process started by a test finds that database through OVERSIGHT_TEST_DB_NAME.
+"""
+
+import os
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("OVERSIGHT_SECRET_KEY", "test-secret-key-that-is-long-enough-for-checks")
+os.environ.setdefault("OVERSIGHT_VAR_DIR", str(Path(tempfile.gettempdir()) / "oversight-tests"))
+
+from oversight.settings import *  # noqa: F403
+from oversight.settings import DATABASES, VAR_DIR
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405
+
+_default = DATABASES["default"]
+if _default["ENGINE"].endswith("sqlite3"):
+    _default["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
+if os.environ.get("OVERSIGHT_TEST_DB_NAME"):
+    _default["NAME"] = os.environ["OVERSIGHT_TEST_DB_NAME"]
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405
