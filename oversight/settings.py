@@ -110,7 +110,13 @@ STORAGES = {
     },
 }
 
-EMAIL_BACKEND = env_str("OVERSIGHT_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+MAILERS = {
+    "default": {
+        "BACKEND": env_str(
+            "OVERSIGHT_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend"
+        ),
+    }
+}
 DEFAULT_FROM_EMAIL = env_str("OVERSIGHT_FROM_EMAIL", "oversight@localhost")
 
 SESSION_COOKIE_HTTPONLY = True

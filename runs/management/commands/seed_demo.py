@@ -31,6 +31,9 @@ DEMO_USERS = {
     "admin": [Role.ADMIN],
 }
 AGENT = Actor.agent("demo-agent")
+UNCHANGED_PASSWORD = (
+    "password: unchanged since it was first printed (set OVERSIGHT_DEMO_PASSWORD to choose one)"
+)
 
 
 class Command(BaseCommand):
@@ -45,11 +48,7 @@ class Command(BaseCommand):
         if created:
             self._seed(project)
         self.stdout.write(f"users: {', '.join(DEMO_USERS)}")
-        self.stdout.write(
-            f"password: {password}"
-            if password
-            else "password: unchanged since it was first printed"
-        )
+        self.stdout.write(f"password: {password}" if password else UNCHANGED_PASSWORD)
 
     def _ensure_users(self, project: Project) -> str | None:
         """Set the demo password from OVERSIGHT_DEMO_PASSWORD, or generate one the first

@@ -1,0 +1,29 @@
+import sys
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from runs.supervisor import Child, Supervisor
+
+
+class Command(BaseCommand):
+    help = (
+        "Start Oversight with demo data: migrate, load the demo, serve the web app. "
+        "Stays in the foreground; Ctrl-C stops everything it started."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--addr", default="127.0.0.1:8000", help="Address to serve on.")
+
+    def handle(self, *args, addr: str, **options) -> None:
+        call_command("migrate", interactive=False, verbosity=0)
+        call_command("collectstatic", interactive=False, verbosity=0)
+        self.stdout.write(f"database: {settings.DATABASES['default']['NAME']}")
+        call_command("seed_demo", stdout=self.stdout)
+        self.stdout.write(self.style.SUCCESS(f"Oversight is running at http://{addr}/"))
+        self.stdout.write("Sign in with one of the users above. Press Ctrl-C to stop.")
+        self.stdout.flush()
+        manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
+        children = [Child("web", [*manage, "runserver", "--noreload", addr])]
+        sys.exit(Supervisor(children, write=self.stderr.write).run())
