@@ -37,6 +37,9 @@ class ReadOnlyInline(admin.TabularInline):
     can_delete = False
     show_change_link = True
 
+    def get_readonly_fields(self, request, obj=None):
+        return self.fields or [field.name for field in self.model._meta.fields]
+
     def has_add_permission(self, request, obj=None) -> bool:
         return False
 

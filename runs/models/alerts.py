@@ -92,7 +92,7 @@ class AlertDelivery(models.Model):
         verbose_name_plural = "alert deliveries"
         constraints = [
             choices_constraint("channel", DeliveryChannel, "delivery_channel_valid"),
-            choices_constraint("status", AlertStatus, "delivery_status_valid"),
+            choices_constraint("status", DeliveryStatus, "delivery_status_valid"),
         ]
         indexes = [
             # Workers retry: WHERE status='pending' ORDER BY next_attempt_at.

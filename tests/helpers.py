@@ -1,0 +1,46 @@
+"""Assertions and shortcuts shared by the service tests."""
+
+from contextlib import contextmanager
+
+import pytest
+
+from runs.models import Checkpoint, Decision, Message, Operation, Run
+from runs.services.decisions import decide
+
+
+def stored() -> tuple:
+    """Everything a refused action must leave exactly as it was."""
+    return (
+        list(Run.objects.order_by("pk").values_list("pk", "status", "version", "outcome")),
+        list(Operation.objects.order_by("pk").values_list("pk", "status", "version")),
+        Checkpoint.objects.count(),
+        Decision.objects.count(),
+        Message.objects.count(),
+    )
+
+
+@contextmanager
+def refused(error: type[Exception]):
+    """Expect ``error`` and that nothing at all was written."""
+    before = stored()
+    with pytest.raises(error):
+        yield
+    assert stored() == before
+
+
+def steps_since(run: Run, version: int) -> list[tuple[str, str, str]]:
+    """The checkpoints written after ``version``: (event, from, to) in order."""
+    return list(
+        Checkpoint.objects.filter(run=run, seq__gt=version)
+        .order_by("seq")
+        .values_list("event", "from_status", "to_status")
+    )
+
+
+def decide_on(op: Operation, reviewer, kind: str = Decision.Kind.APPROVE, **kwargs) -> Decision:
+    """Decide as a reviewer would: on the arguments the operation has right now."""
+    op.refresh_from_db()
+    kwargs.setdefault("arguments_hash", op.arguments_hash)
+    decision = decide(operation=op, reviewer=reviewer, kind=kind, **kwargs)
+    op.refresh_from_db()
+    return decision

@@ -1,0 +1,82 @@
+"""The Django admin on the demo data: every page opens for a superuser, history and
+state-machine rows cannot be added or edited there, and staff only get in."""
+
+from io import StringIO
+
+import pytest
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.urls import reverse
+
+from runs.models import (
+    Alert,
+    AlertDelivery,
+    Artifact,
+    Checkpoint,
+    Decision,
+    Message,
+    Operation,
+    Run,
+    Session,
+)
+
+REGISTERED = [pytest.param(model, id=model._meta.label) for model in admin.site._registry]
+READ_ONLY = [Checkpoint, Run, Operation, Decision, Message, Session, Artifact, Alert]
+
+
+@pytest.fixture
+def demo(db, settings, tmp_path, monkeypatch):
+    settings.OVERSIGHT_ARTIFACT_ROOT = tmp_path
+    monkeypatch.setenv("OVERSIGHT_DEMO_PASSWORD", "demo-password-for-tests")
+    call_command("seed_demo", stdout=StringIO())
+    # The demo has no alert; the alert pages need one.
+    run = Run.objects.get(goal__startswith="Migrate")
+    return Alert.objects.create(project=run.project, run=run, summary="Webhook failed")
+
+
+@pytest.fixture
+def superuser_client(demo, client):
+    client.force_login(get_user_model().objects.get(username="admin", is_superuser=True))
+    return client
+
+
+def admin_url(model, view: str, *args) -> str:
+    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{view}", args=args)
+
+
+def row_values(model, pk) -> dict:
+    return model._default_manager.filter(pk=pk).values().get()
+
+
+@pytest.mark.parametrize("model", REGISTERED)
+def test_every_admin_page_opens_for_a_superuser(superuser_client, model):
+    obj = model._default_manager.order_by("pk").first()
+    assert obj is not None, f"the demo data has no {model._meta.verbose_name}"
+    assert superuser_client.get(admin_url(model, "changelist")).status_code == 200
+    assert superuser_client.get(admin_url(model, "change", obj.pk)).status_code == 200
+
+
+@pytest.mark.parametrize("model", READ_ONLY, ids=lambda model: model.__name__)
+def test_history_cannot_be_added_or_edited_in_the_admin(superuser_client, model):
+    obj = model._default_manager.order_by("pk").first()
+    before = row_values(model, obj.pk)
+    assert superuser_client.get(admin_url(model, "add")).status_code == 403
+    tampered = {field: "tampered" for field, value in before.items() if isinstance(value, str)}
+    response = superuser_client.post(admin_url(model, "change", obj.pk), tampered)
+    assert response.status_code == 403
+    assert row_values(model, obj.pk) == before
+
+
+def test_alert_page_lists_its_deliveries(superuser_client, demo):
+    AlertDelivery.objects.create(alert=demo, channel="email", target="ops@example.com")
+    response = superuser_client.get(admin_url(Alert, "change", demo.pk))
+    assert response.status_code == 200
+    assert b"ops@example.com" in response.content
+
+
+def test_a_reviewer_without_staff_status_is_sent_to_the_admin_login(demo, client):
+    client.force_login(get_user_model().objects.get(username="reviewer", is_staff=False))
+    response = client.get("/admin/")
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("admin:login"))

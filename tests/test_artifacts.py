@@ -1,0 +1,135 @@
+"""Artifacts: content-addressed blobs on disk, referenced by checkpoints, and the
+collection of blobs nothing references."""
+
+import hashlib
+import os
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from runs.errors import InvalidInput
+from runs.models import Artifact, CheckpointArtifact, Run
+from runs.models.artifacts import blob_path
+from runs.services.artifacts import attach_artifact, collect_orphan_artifacts, store_artifact
+from runs.transitions import transition_run
+from tests.conftest import AGENT
+
+GRACE = timedelta(hours=1)
+
+
+@pytest.fixture(autouse=True)
+def artifact_root(settings, tmp_path):
+    settings.OVERSIGHT_ARTIFACT_ROOT = tmp_path
+    return tmp_path
+
+
+def stored_files(root) -> list:
+    return sorted(path for path in root.rglob("*") if path.is_file())
+
+
+def latest_checkpoint(run: Run):
+    return run.checkpoints.order_by("-seq").first()
+
+
+def backdate(artifact: Artifact, age: timedelta) -> None:
+    Artifact.objects.filter(pk=artifact.pk).update(stored_at=timezone.now() - age)
+
+
+def test_same_bytes_are_stored_once(db, artifact_root):
+    content = b"print('hello')\n"
+    first = store_artifact(content)
+    second = store_artifact(content)
+    assert first.pk == second.pk
+    assert Artifact.objects.count() == 1
+    assert stored_files(artifact_root) == [first.path]
+    assert first.path.read_bytes() == content
+    assert first.sha256 == hashlib.sha256(content).hexdigest()
+    assert first.size == len(content)
+
+
+def test_attached_artifact_is_on_disk_before_the_checkpoint_names_it(run):
+    artifact = attach_artifact(run=run, name="app.py", content=b"x = 1\n", actor=AGENT)
+    checkpoint = latest_checkpoint(run)
+    ref = CheckpointArtifact.objects.get(checkpoint=checkpoint)
+    assert (ref.name, ref.artifact) == ("app.py", artifact)
+    assert checkpoint.state["artifacts"]["app.py"]["sha256"] == artifact.sha256
+    assert artifact.path.read_bytes() == b"x = 1\n"
+    assert artifact.created_at <= checkpoint.created_at
+
+
+def test_later_checkpoints_carry_every_artifact_version_forward(run):
+    first = attach_artifact(run=run, name="app.py", content=b"v1", actor=AGENT)
+    readme = attach_artifact(run=run, name="README.md", content=b"# Readme", actor=AGENT)
+    transition_run(run=run, to=Run.Status.COMPLETED, actor=AGENT)
+    artifacts = latest_checkpoint(run).state["artifacts"]
+    assert {name: entry["sha256"] for name, entry in artifacts.items()} == {
+        "app.py": first.sha256,
+        "README.md": readme.sha256,
+    }
+
+
+def test_a_new_version_replaces_the_old_one_in_the_artifact_map(run):
+    attach_artifact(run=run, name="app.py", content=b"v1", actor=AGENT)
+    second = attach_artifact(run=run, name="app.py", content=b"v2", actor=AGENT)
+    assert latest_checkpoint(run).state["artifacts"]["app.py"] == {
+        "sha256": second.sha256,
+        "size": 2,
+    }
+
+
+def test_content_over_the_size_limit_is_refused_and_nothing_written(run, settings, artifact_root):
+    settings.OVERSIGHT_ARTIFACT_MAX_BYTES = 4
+    version = run.version
+    with pytest.raises(InvalidInput):
+        attach_artifact(run=run, name="big.bin", content=b"12345", actor=AGENT)
+    run.refresh_from_db()
+    assert run.version == version
+    assert not Artifact.objects.exists()
+    assert stored_files(artifact_root) == []
+
+
+def test_content_at_the_size_limit_is_stored(db, settings):
+    settings.OVERSIGHT_ARTIFACT_MAX_BYTES = 4
+    assert store_artifact(b"1234").size == 4
+
+
+@pytest.mark.parametrize(
+    ("referenced", "age", "removed"),
+    [
+        pytest.param(False, 2 * GRACE, True, id="orphan past the grace period"),
+        pytest.param(False, GRACE / 2, False, id="orphan inside the grace period"),
+        pytest.param(True, 2 * GRACE, False, id="referenced"),
+    ],
+)
+def test_collection_removes_only_old_unreferenced_blobs(run, referenced, age, removed):
+    if referenced:
+        artifact = attach_artifact(run=run, name="app.py", content=b"blob", actor=AGENT)
+    else:
+        artifact = store_artifact(b"blob")
+    backdate(artifact, age)
+    assert collect_orphan_artifacts(older_than=GRACE) == ([artifact.sha256] if removed else [])
+    assert Artifact.objects.filter(pk=artifact.pk).exists() is not removed
+    assert artifact.path.exists() is not removed
+
+
+def test_collection_removes_a_stray_file_that_has_no_row(db):
+    digest = hashlib.sha256(b"stray").hexdigest()
+    path = blob_path(digest)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"stray")
+    old = (timezone.now() - 2 * GRACE).timestamp()
+    os.utime(path, (old, old))
+    assert collect_orphan_artifacts(older_than=GRACE) == [digest]
+    assert not path.exists()
+
+
+def test_collect_command_prints_how_many_blobs_it_removed(db):
+    for content in (b"one", b"two"):
+        backdate(store_artifact(content), 2 * GRACE)
+    out = StringIO()
+    call_command("collect_orphan_artifacts", stdout=out)
+    assert "2 orphan blob(s) removed" in out.getvalue()
+    assert not Artifact.objects.exists()

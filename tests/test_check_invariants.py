@@ -1,0 +1,95 @@
+"""``manage.py check_invariants`` on the demo data: silent when it is healthy, and
+naming the object when someone changed the database behind the app's back."""
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from runs.chain import verify_run_chain
+from runs.models import Artifact, Checkpoint, Operation, Run
+
+
+@pytest.fixture
+def demo(db, settings, tmp_path, monkeypatch):
+    settings.OVERSIGHT_ARTIFACT_ROOT = tmp_path
+    monkeypatch.setenv("OVERSIGHT_DEMO_PASSWORD", "demo-password-for-tests")
+    call_command("seed_demo", stdout=StringIO())
+
+
+def check_invariants() -> tuple[int, str, str]:
+    out, err = StringIO(), StringIO()
+    try:
+        call_command("check_invariants", stdout=out, stderr=err)
+    except SystemExit as exit_:
+        return exit_.code, out.getvalue(), err.getvalue()
+    return 0, out.getvalue(), err.getvalue()
+
+
+def sql(statement: str, *params) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+
+
+def edit_checkpoint() -> list[str]:
+    checkpoint = Checkpoint.objects.get(run__goal__startswith="Pay invoice", seq=2)
+    sql("UPDATE runs_checkpoint SET reason = 'edited' WHERE id = %s", checkpoint.pk)
+    return [f"run {checkpoint.run_id}, seq 2", "edited"]
+
+
+def delete_last_checkpoint() -> list[str]:
+    run = Run.objects.get(goal__startswith="Update the README")
+    last = run.checkpoints.order_by("-seq").first()
+    sql("DELETE FROM runs_checkpointartifact WHERE checkpoint_id = %s", last.pk)
+    sql("DELETE FROM runs_checkpoint WHERE id = %s", last.pk)
+    return [f"run {run.pk}, seq {last.seq}", f"chain ends at seq {last.seq - 1}"]
+
+
+def commit_without_approval() -> list[str]:
+    operation = Operation.objects.get(call_id="write-readme", status="proposed")
+    sql("UPDATE runs_operation SET status = 'committed' WHERE id = %s", operation.pk)
+    return [f"operation {operation.pk} (file.write) is committed with 0 of"]
+
+
+def delete_artifact_file() -> list[str]:
+    artifact = Artifact.objects.get(refs__name="README.md")
+    artifact.path.unlink()
+    return [f"artifact {artifact.sha256} is referenced by a checkpoint but missing"]
+
+
+def approve_in_cancelled_run() -> list[str]:
+    operation = Operation.objects.get(call_id="run-migration", run__status="cancelled")
+    sql("UPDATE runs_operation SET status = 'approved' WHERE id = %s", operation.pk)
+    return [f"operation {operation.pk} is approved but its run {operation.run_id} has ended"]
+
+
+def test_demo_data_satisfies_every_invariant(demo):
+    code, out, err = check_invariants()
+    assert (code, err) == (0, "")
+    assert "all invariants hold" in out
+
+
+def test_every_demo_run_has_an_unbroken_chain(demo):
+    assert Run.objects.count() >= 5
+    assert [verify_run_chain(run) for run in Run.objects.all()] == [None] * Run.objects.count()
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        edit_checkpoint,
+        delete_last_checkpoint,
+        commit_without_approval,
+        delete_artifact_file,
+        approve_in_cancelled_run,
+    ],
+)
+def test_tampering_is_reported_by_name_and_fails_the_check(demo, tamper):
+    expected = tamper()
+    code, out, err = check_invariants()
+    assert code == 1
+    assert "all invariants hold" not in out
+    assert "1 invariant violation(s)" in err
+    for fragment in expected:
+        assert fragment in err
