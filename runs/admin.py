@@ -142,6 +142,12 @@ class CheckpointAdmin(ReadOnlyAdmin):
     inlines = [CheckpointArtifactInline]
 
 
+@admin.register(CheckpointArtifact)
+class CheckpointArtifactAdmin(ReadOnlyAdmin):
+    list_display = ["checkpoint", "name", "artifact"]
+    search_fields = ["name", "artifact__sha256"]
+
+
 @admin.register(Artifact)
 class ArtifactAdmin(ReadOnlyAdmin):
     list_display = ["sha256", "size", "media_type", "created_at"]
@@ -157,3 +163,9 @@ class AlertAdmin(ReadOnlyAdmin):
     list_display = ["id", "summary", "status", "run", "project", "created_at"]
     list_filter = ["status", "project"]
     inlines = [AlertDeliveryInline]
+
+
+@admin.register(AlertDelivery)
+class AlertDeliveryAdmin(ReadOnlyAdmin):
+    list_display = ["alert", "channel", "target", "status", "attempts", "delivered_at"]
+    list_filter = ["channel", "status"]

@@ -14,6 +14,7 @@ from runs.models import (
     AlertDelivery,
     Artifact,
     Checkpoint,
+    CheckpointArtifact,
     Decision,
     Message,
     Operation,
@@ -22,7 +23,18 @@ from runs.models import (
 )
 
 REGISTERED = [pytest.param(model, id=model._meta.label) for model in admin.site._registry]
-READ_ONLY = [Checkpoint, Run, Operation, Decision, Message, Session, Artifact, Alert]
+READ_ONLY = [
+    Checkpoint,
+    CheckpointArtifact,
+    Run,
+    Operation,
+    Decision,
+    Message,
+    Session,
+    Artifact,
+    Alert,
+    AlertDelivery,
+]
 
 
 @pytest.fixture
@@ -30,9 +42,11 @@ def demo(db, settings, tmp_path, monkeypatch):
     settings.OVERSIGHT_ARTIFACT_ROOT = tmp_path
     monkeypatch.setenv("OVERSIGHT_DEMO_PASSWORD", "demo-password-for-tests")
     call_command("seed_demo", stdout=StringIO())
-    # The demo has no alert; the alert pages need one.
+    # The demo has no alert; the alert pages need one, with a delivery.
     run = Run.objects.get(goal__startswith="Migrate")
-    return Alert.objects.create(project=run.project, run=run, summary="Webhook failed")
+    alert = Alert.objects.create(project=run.project, run=run, summary="Webhook failed")
+    AlertDelivery.objects.create(alert=alert, channel="email", target="ops@example.com")
+    return alert
 
 
 @pytest.fixture
@@ -69,7 +83,6 @@ def test_history_cannot_be_added_or_edited_in_the_admin(superuser_client, model)
 
 
 def test_alert_page_lists_its_deliveries(superuser_client, demo):
-    AlertDelivery.objects.create(alert=demo, channel="email", target="ops@example.com")
     response = superuser_client.get(admin_url(Alert, "change", demo.pk))
     assert response.status_code == 200
     assert b"ops@example.com" in response.content
