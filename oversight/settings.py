@@ -137,6 +137,31 @@ OVERSIGHT_APPROVAL_TTL = timedelta(
     seconds=env_int("OVERSIGHT_APPROVAL_TTL_SECONDS", 3600, minimum=1)
 )
 
+# The actions workers execute: built-in ones plus any listed (dotted paths to classes).
+OVERSIGHT_ACTIONS = env_list(
+    "OVERSIGHT_ACTIONS",
+    [
+        "runs.actions.files.FileWrite",
+        "runs.actions.ledger.LedgerTransfer",
+        "runs.actions.email.SendEmail",
+        "runs.actions.http.HttpRequest",
+    ],
+)
+# The sandbox that file.write may write in; no path may leave it.
+OVERSIGHT_WORKSPACE = Path(env_str("OVERSIGHT_WORKSPACE", str(VAR_DIR / "workspace")))
+# Hosts (host or host:port) that http.request may call.
+OVERSIGHT_HTTP_ALLOWED_HOSTS = env_list("OVERSIGHT_HTTP_ALLOWED_HOSTS")
+OVERSIGHT_HTTP_TIMEOUT = env_int("OVERSIGHT_HTTP_TIMEOUT_SECONDS", 10, minimum=1)
+# Domains email.send may write to; empty means any.
+OVERSIGHT_EMAIL_ALLOWED_DOMAINS = env_list("OVERSIGHT_EMAIL_ALLOWED_DOMAINS")
+# A worker's claim on an operation; must exceed the slowest action's run time.
+OVERSIGHT_LEASE_SECONDS = env_int("OVERSIGHT_LEASE_SECONDS", 60, minimum=1)
+# Out-of-band alerts go to the project's admins by email, to these addresses, and to
+# the webhook if set; failed deliveries are retried up to the attempt limit.
+OVERSIGHT_ALERT_EMAILS = env_list("OVERSIGHT_ALERT_EMAILS")
+OVERSIGHT_ALERT_WEBHOOK_URL = env_str("OVERSIGHT_ALERT_WEBHOOK_URL", "")
+OVERSIGHT_ALERT_MAX_ATTEMPTS = env_int("OVERSIGHT_ALERT_MAX_ATTEMPTS", 8, minimum=1)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

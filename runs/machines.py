@@ -1,8 +1,13 @@
 """The state machines, as data. Every status change in the product is checked here.
 
-The run table is seed 002's; the operation table is PRODUCT.md's, plus the two edges
-its text implies: an approval that lapses before execution (approved → expired) and an
-in-flight operation cancelled before its effect fired (in_flight → cancelled).
+The run table is seed 002's, with two edges added explicitly (as the seed allows) so a
+run can be halted for reconciliation from wherever it is open: queued → waiting, and
+waiting → waiting, which changes why it waits (approval → reconciliation) and is
+checkpointed like any other transition. The operation table is PRODUCT.md's, plus the
+edges its text implies: an approval that lapses before execution (approved → expired),
+an in-flight operation cancelled before its effect fired (in_flight → cancelled), and
+a worker taking over an expired lease (in_flight → in_flight, verify_failed →
+verify_failed), recorded as a checkpoint with the new fencing epoch.
 """
 
 from collections.abc import Mapping
@@ -35,9 +40,9 @@ class Machine:
 RUN = Machine(
     "run",
     {
-        "queued": frozenset({"running", "cancelled"}),
+        "queued": frozenset({"running", "waiting", "cancelled"}),
         "running": frozenset({"waiting", "completed", "partial", "failed", "cancelled"}),
-        "waiting": frozenset({"queued", "cancelled", "failed"}),
+        "waiting": frozenset({"queued", "waiting", "cancelled", "failed"}),
         "completed": frozenset(),
         "partial": frozenset(),
         "failed": frozenset(),

@@ -1,22 +1,41 @@
 """Scenarios run in a child process by the crash tests: ``python -m tests.child NAME ARGS``.
 
-``hang-mid-transition RUN_ID``: starts a run transition, and after the first write (the
-run row's update) and before the second (the checkpoint insert) prints ``INSIDE`` and
-waits to be killed, holding the transaction open.
+- ``hang-mid-transition RUN_ID``: starts a run transition and, after its first write
+  (the run row) and before its second (the checkpoint), prints ``INSIDE`` and waits to
+  be killed, holding the transaction open.
+- ``worker-crash-at BOUNDARY [SABOTAGE]``: a worker (lease 1 s) that kills itself with
+  SIGKILL when it reaches BOUNDARY; SABOTAGE, if named, first alters the target right
+  after the effect fired, so that verification fails and the rollback runs.
+- ``naive-worker ORDER OP_ID``: the orders seed 003 warns against, for comparison:
+  ``mark-done-first`` records committed and dies before firing the effect;
+  ``fire-then-mark`` fires the effect, then dies before recording anything, and when
+  run again (the status still says approved) fires it again.
 """
 
+import os
+import signal
 import sys
 import time
+from datetime import timedelta
 
 import django
 
 django.setup()
 
+from django.db import connection  # noqa: E402
 from django.db.models.signals import pre_save  # noqa: E402
 
+from runs.actions.base import Context  # noqa: E402
+from runs.actions.registry import get_action, parse_arguments  # noqa: E402
 from runs.actors import Actor  # noqa: E402
-from runs.models import Checkpoint, Run  # noqa: E402
-from runs.transitions import transition_run  # noqa: E402
+from runs.engine.boundaries import EXECUTED, boundary_reached  # noqa: E402
+from runs.engine.worker import Worker  # noqa: E402
+from runs.models import Checkpoint, Operation, Run  # noqa: E402
+from runs.transitions import transition_operation, transition_run  # noqa: E402
+
+
+def die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def hang_mid_transition(run_id: str) -> None:
@@ -29,7 +48,61 @@ def hang_mid_transition(run_id: str) -> None:
     transition_run(run=run, to=Run.Status.COMPLETED, actor=Actor.agent("child"))
 
 
-SCENARIOS = {"hang-mid-transition": hang_mid_transition}
+def _overwrite_file(operation: Operation) -> None:
+    from runs.actions.files import resolve
+
+    resolve(operation.arguments["path"]).write_text("changed behind the worker's back")
+
+
+def _alter_ledger_entry(operation: Operation) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_ledgerentry SET amount = amount + 1 WHERE idempotency_key = %s",
+            [operation.idempotency_key],
+        )
+
+
+SABOTAGE = {"file": _overwrite_file, "ledger": _alter_ledger_entry}
+
+
+def worker_crash_at(boundary: str, sabotage: str = "") -> None:
+    def on_boundary(boundary: str, operation, **_kwargs) -> None:
+        if sabotage and boundary == EXECUTED:
+            SABOTAGE[sabotage](operation)
+        if boundary == crash_at:
+            die()
+
+    crash_at = boundary
+    boundary_reached.connect(on_boundary)
+    Worker(name="doomed", lease=timedelta(seconds=1)).drain()
+
+
+def naive_worker(order: str, op_id: str) -> None:
+    operation = Operation.objects.get(pk=int(op_id))
+    action = get_action(operation.action)
+    args, key = parse_arguments(action, operation.arguments), operation.idempotency_key
+    worker = Actor.worker("naive")
+    if order == "mark-done-first":
+        for status in (Operation.Status.IN_FLIGHT, Operation.Status.COMMITTED):
+            transition_operation(operation=operation, to=status, actor=worker)
+        die()  # Crash between the record and the effect: the effect never fires.
+        action.execute(args, key, Context(operation))
+    elif order == "fire-then-mark":
+        if operation.status != Operation.Status.APPROVED:
+            return
+        action.execute(args, key, Context(operation))
+        if "--crash" in sys.argv:
+            die()  # Crash between the effect and the record.
+        for status in (Operation.Status.IN_FLIGHT, Operation.Status.COMMITTED):
+            transition_operation(operation=operation, to=status, actor=worker)
+
+
+SCENARIOS = {
+    "hang-mid-transition": hang_mid_transition,
+    "worker-crash-at": worker_crash_at,
+    "naive-worker": naive_worker,
+}
 
 if __name__ == "__main__":
-    SCENARIOS[sys.argv[1]](*sys.argv[2:])
+    name, *args = sys.argv[1:]
+    SCENARIOS[name](*[arg for arg in args if arg != "--crash"])

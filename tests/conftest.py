@@ -1,11 +1,16 @@
+import threading
+from decimal import Decimal
+
 import pytest
 from django.contrib.auth import get_user_model
 
 from runs.actors import Actor
-from runs.models import Operation, Project, Role
+from runs.demo.target import make_server
+from runs.models import Account, Operation, Project, Role
 from runs.permissions import role_group
 from runs.services.proposals import propose_operation
 from runs.services.runs import open_session, start_run
+from tests.helpers import decide_on
 
 User = get_user_model()
 AGENT = Actor.agent("test-agent")
@@ -16,6 +21,13 @@ def make_user(username: str, project: Project | None = None, *roles: str):
     for role in roles:
         project.memberships.create(user=user, role=role_group(role))
     return user
+
+
+@pytest.fixture(autouse=True)
+def private_storage(settings, tmp_path):
+    """Each test gets its own workspace and artifact store."""
+    settings.OVERSIGHT_WORKSPACE = tmp_path / "workspace"
+    settings.OVERSIGHT_ARTIFACT_ROOT = tmp_path / "artifacts"
 
 
 @pytest.fixture
@@ -98,3 +110,89 @@ def propose(run):
         )
 
     return _propose
+
+
+@pytest.fixture
+def target(settings):
+    """The demo's HTTP target service on a free local port, allow-listed."""
+    server = make_server()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    host = f"127.0.0.1:{server.server_address[1]}"
+    settings.OVERSIGHT_HTTP_ALLOWED_HOSTS = [host]
+    server.base = f"http://{host}"
+    server.applied = server.RequestHandlerClass.state.applied
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def accounts(project):
+    return {
+        name: Account.objects.create(project=project, name=name, balance=balance)
+        for name, balance in [("A", Decimal("5000.00")), ("B", Decimal("0.00"))]
+    }
+
+
+def http_arguments(base: str, mode: str = "items", compensate: bool = False) -> dict:
+    arguments = {
+        "method": "PUT",
+        "url": f"{base}/{mode}/x" if mode == "items" else f"{base}/{mode}/items/x",
+        "body": {"colour": "green"},
+        "verify": {"url": f"{base}/items/x", "json": {"colour": "green"}},
+    }
+    if compensate:
+        arguments["compensate"] = {"method": "DELETE", "url": f"{base}/items/x"}
+    return arguments
+
+
+@pytest.fixture
+def approved(propose, reviewer, accounts, target):
+    """An approved operation of a real action, ready for a worker:
+    ``approved("file" | "ledger" | "email" | "http" | "http-rigged" | ...)``."""
+
+    def make(kind: str, **arguments) -> Operation:
+        action, args, rollback = {
+            "file": (
+                "file.write",
+                {"path": "notes/today.md", "content": "hello\n", "expected_sha256": None},
+                "in_band",
+            ),
+            "ledger": (
+                "ledger.transfer",
+                {"from": "A", "to": "B", "amount": "100.00", "require_balance_above": "1000.00"},
+                "compensating",
+            ),
+            "email": (
+                "email.send",
+                {"to": ["ops@example.com"], "subject": "Report", "body": "All green."},
+                "out_of_band",
+            ),
+            "http": ("http.request", http_arguments(target.base, compensate=True), "compensating"),
+            "http-naive": (
+                "http.request",
+                http_arguments(target.base, "naive", True),
+                "compensating",
+            ),
+            "http-rigged": (
+                "http.request",
+                http_arguments(target.base, "rigged", True),
+                "compensating",
+            ),
+            "http-rigged-no-undo": (
+                "http.request",
+                http_arguments(target.base, "rigged"),
+                "out_of_band",
+            ),
+        }[kind]
+        op = propose(
+            f"{kind}-{Operation.objects.count()}",
+            action=action,
+            arguments={**args, **arguments},
+            rollback_kind=rollback,
+        )
+        decide_on(op, reviewer)
+        return op
+
+    return make

@@ -5,26 +5,47 @@ import subprocess
 import sys
 from pathlib import Path
 
+from django.conf import settings
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def spawn(*args: str) -> subprocess.Popen:
-    """Start ``python -m tests.child ARGS`` connected to this test run's database."""
-    env = {
+def child_env() -> dict[str, str]:
+    """The environment of a child process that shares this test's database and
+    settings (workspace, artifact store, HTTP allow-list)."""
+    return {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "tests.settings",
         "OVERSIGHT_TEST_DB_NAME": connection.settings_dict["NAME"],
+        "OVERSIGHT_WORKSPACE": str(settings.OVERSIGHT_WORKSPACE),
+        "OVERSIGHT_ARTIFACT_ROOT": str(settings.OVERSIGHT_ARTIFACT_ROOT),
+        "OVERSIGHT_HTTP_ALLOWED_HOSTS": ",".join(settings.OVERSIGHT_HTTP_ALLOWED_HOSTS),
         "PYTHONUNBUFFERED": "1",
     }
+
+
+def spawn(*args: str) -> subprocess.Popen:
+    """Start ``python -m tests.child ARGS`` connected to this test run's database."""
     return subprocess.Popen(
         [sys.executable, "-m", "tests.child", *args],
         cwd=ROOT,
-        env=env,
+        env=child_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+    )
+
+
+def manage(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run ``manage.py ARGS`` to completion against this test run's database."""
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 

@@ -60,7 +60,11 @@ def delete_artifact_file() -> list[str]:
 
 def approve_in_cancelled_run() -> list[str]:
     operation = Operation.objects.get(call_id="run-migration", run__status="cancelled")
-    sql("UPDATE runs_operation SET status = 'approved' WHERE id = %s", operation.pk)
+    sql(
+        "UPDATE runs_operation SET status = 'approved', approval_expires_at = %s WHERE id = %s",
+        operation.expires_at,
+        operation.pk,
+    )
     return [f"operation {operation.pk} is approved but its run {operation.run_id} has ended"]
 
 

@@ -1,11 +1,14 @@
 from runs.models.alerts import Alert, AlertDelivery
 from runs.models.artifacts import Artifact
 from runs.models.checkpoints import Checkpoint, CheckpointArtifact
+from runs.models.ledger import Account, LedgerEntry
 from runs.models.operations import Decision, Operation
+from runs.models.outbox import SentEmail
 from runs.models.projects import ApprovalPolicy, Membership, Project, Role
 from runs.models.runs import Message, Run, Session
 
 __all__ = [
+    "Account",
     "Alert",
     "AlertDelivery",
     "ApprovalPolicy",
@@ -13,11 +16,13 @@ __all__ = [
     "Checkpoint",
     "CheckpointArtifact",
     "Decision",
+    "LedgerEntry",
     "Membership",
     "Message",
     "Operation",
     "Project",
     "Role",
     "Run",
+    "SentEmail",
     "Session",
 ]

@@ -35,6 +35,13 @@ class RollbackKind(models.TextChoices):
     NONE = "none", "none"
 
 
+class Executor(models.TextChoices):
+    """Who carries the operation out once approved."""
+
+    SERVER = "server", "Oversight's workers"
+    AGENT = "agent", "the agent itself"
+
+
 class Operation(models.Model):
     """One effect to attempt and to recognise later (seed 002). Status changes only
     through ``runs.transitions``; ``version`` guards each change, ``fencing_epoch``
@@ -43,6 +50,7 @@ class Operation(models.Model):
     Status = OperationStatus
     Risk = Risk
     RollbackKind = RollbackKind
+    Executor = Executor
 
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="operations")
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="operations")
@@ -55,6 +63,7 @@ class Operation(models.Model):
     idempotency_key = models.CharField(max_length=64, unique=True)
     risk = models.CharField(max_length=8, choices=Risk.choices, default=Risk.MEDIUM)
     rollback_kind = models.CharField(max_length=16, choices=RollbackKind.choices)
+    executor = models.CharField(max_length=8, choices=Executor.choices, default=Executor.SERVER)
     required_approvals = models.PositiveSmallIntegerField()
     # The run version the agent had read when it proposed.
     base_version = models.PositiveIntegerField()
@@ -67,6 +76,9 @@ class Operation(models.Model):
     lease_owner = models.CharField(max_length=200, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     fencing_epoch = models.PositiveIntegerField(default=0)
+    # What the executor captured before firing the effect (e.g. the previous version of
+    # a file), needed to verify and to roll back after a crash.
+    intent = models.JSONField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True, help_text="The observation the agent reads.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -77,6 +89,7 @@ class Operation(models.Model):
             choices_constraint("status", OperationStatus, "operation_status_valid"),
             choices_constraint("risk", Risk, "operation_risk_valid"),
             choices_constraint("rollback_kind", RollbackKind, "operation_rollback_valid"),
+            choices_constraint("executor", Executor, "operation_executor_valid"),
             models.CheckConstraint(
                 condition=models.Q(required_approvals__lte=2), name="operation_approvals_range"
             ),
@@ -98,14 +111,18 @@ class Operation(models.Model):
                 condition=models.Q(status="proposed"),
                 name="operation_decision_due_idx",
             ),
-            # Workers claim approved operations in order: WHERE status='approved' ORDER BY id.
+            # Workers claim approved operations in order:
+            # WHERE status='approved' AND executor='server' ORDER BY id.
             models.Index(
-                fields=["id"], condition=models.Q(status="approved"), name="operation_ready_idx"
+                fields=["id"],
+                condition=models.Q(status="approved", executor="server"),
+                name="operation_ready_idx",
             ),
-            # Workers recover in-flight operations whose lease expired.
+            # Workers take over operations whose lease expired mid-execution or mid-rollback:
+            # WHERE status IN ('in_flight', 'verify_failed') AND lease_expires_at <= now.
             models.Index(
                 fields=["lease_expires_at"],
-                condition=models.Q(status="in_flight"),
+                condition=models.Q(status__in=["in_flight", "verify_failed"]),
                 name="operation_lease_idx",
             ),
             models.Index(fields=["run", "status"], name="operation_run_status_idx"),

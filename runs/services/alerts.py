@@ -1,14 +1,81 @@
-"""Handling out-of-band alerts: an admin acknowledges, then resolves with a note.
-Resolving the last open alert of a run halted for reconciliation releases the run."""
+"""Out-of-band alerts: raised when a failed verification cannot be rolled back in band
+(or the rollback itself failed). An alert halts its run (waiting, reconciliation) in
+the same transaction, and queues its deliveries: in-app at once, email to the
+project's admins and ``OVERSIGHT_ALERT_EMAILS``, and the webhook if one is set (sent by
+the workers, retried while they fail). An admin acknowledges, then resolves with a
+note; resolving the last open alert of a halted run releases the run."""
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from runs.actors import Actor
 from runs.errors import InvalidInput
-from runs.models import Alert, Run
+from runs.models import Alert, AlertDelivery, Operation, Role, Run
 from runs.permissions import require_project_perm
-from runs.transitions import lock_run, transition_alert, transition_run
+from runs.services.runs import AWAITING_DECISION
+from runs.transitions import lock_run, transition_alert, transition_operation, transition_run
+
+
+@transaction.atomic
+def raise_alert(*, operation: Operation, actor: Actor, summary: str, state_left: dict) -> Alert:
+    transition_operation(
+        operation=operation,
+        to=Operation.Status.ALERTED,
+        actor=actor,
+        reason=summary,
+        changes={
+            "status_reason": summary,
+            "lease_expires_at": None,
+            "result": {"verified": False, "alerted": summary},
+        },
+    )
+    alert = Alert.objects.create(
+        project_id=operation.project_id,
+        run_id=operation.run_id,
+        operation=operation,
+        summary=summary,
+        state_left=state_left,
+    )
+    now = timezone.now()
+    AlertDelivery.objects.bulk_create(
+        [
+            AlertDelivery(
+                alert=alert,
+                channel=AlertDelivery.Channel.IN_APP,
+                target="alerts page",
+                status=AlertDelivery.Status.DELIVERED,
+                attempts=1,
+                delivered_at=now,
+            ),
+            *(
+                AlertDelivery(alert=alert, channel=channel, target=target, next_attempt_at=now)
+                for channel, target in _recipients(operation)
+            ),
+        ]
+    )
+    run = lock_run(operation.run_id)
+    if not run.is_terminal:
+        transition_run(
+            run=run,
+            to=Run.Status.WAITING,
+            actor=actor,
+            reason=Run.Reason.RECONCILIATION,
+            unblock=f"an admin resolves alert {alert.pk}",
+            detail={"alert": alert.pk},
+        )
+    return alert
+
+
+def _recipients(operation: Operation) -> list[tuple[str, str]]:
+    admins = operation.project.memberships.filter(role__name=Role.ADMIN).exclude(user__email="")
+    emails = sorted(
+        {*admins.values_list("user__email", flat=True), *settings.OVERSIGHT_ALERT_EMAILS}
+    )
+    recipients = [(AlertDelivery.Channel.EMAIL, email) for email in emails]
+    if settings.OVERSIGHT_ALERT_WEBHOOK_URL:
+        recipients.append((AlertDelivery.Channel.WEBHOOK, settings.OVERSIGHT_ALERT_WEBHOOK_URL))
+    return recipients
 
 
 def acknowledge_alert(*, alert: Alert, user) -> Alert:
@@ -39,5 +106,21 @@ def resolve_alert(*, alert: Alert, user, note: str) -> Alert:
     run = lock_run(alert.run_id)
     unresolved = run.alerts.exclude(status=Alert.Status.RESOLVED).exists()
     if run.reason == Run.Reason.RECONCILIATION and not unresolved:
-        transition_run(run=run, to=Run.Status.QUEUED, actor=actor, reason="alerts resolved")
+        release_run(run, actor)
     return alert
+
+
+def release_run(run: Run, actor: Actor) -> None:
+    """End a reconciliation halt: back to waiting for approval if proposals still
+    await a decision, otherwise back to the queue."""
+    if run.operations.filter(status=Operation.Status.PROPOSED).exists():
+        transition_run(
+            run=run,
+            to=Run.Status.WAITING,
+            actor=actor,
+            reason=Run.Reason.APPROVAL,
+            unblock=AWAITING_DECISION,
+            detail={"released": "alerts resolved"},
+        )
+    else:
+        transition_run(run=run, to=Run.Status.QUEUED, actor=actor, reason="alerts resolved")

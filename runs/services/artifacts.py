@@ -34,7 +34,7 @@ def store_artifact(content: bytes, media_type: str = "application/octet-stream")
     digest = sha256_hex(content)
     path = blob_path(digest)
     if not path.exists():
-        _write_durably(path, content)
+        write_durably(path, content)
     artifact, created = Artifact.objects.get_or_create(
         sha256=digest, defaults={"size": len(content), "media_type": media_type}
     )
@@ -44,8 +44,9 @@ def store_artifact(content: bytes, media_type: str = "application/octet-stream")
     return artifact
 
 
-def _write_durably(path: Path, content: bytes) -> None:
-    """Temp file in the same folder, fsync, atomic rename, fsync the folder."""
+def write_durably(path: Path, content: bytes) -> None:
+    """Replace ``path`` with ``content`` all at once, durably: a temp file in the same
+    folder, fsync, atomic rename, fsync the folder. Readers see old or new, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".incoming-")
     try:

@@ -11,6 +11,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from runs.actions.registry import check_proposal
 from runs.actors import Actor
 from runs.canonical import json_hash
 from runs.errors import ArgumentsChanged, DecisionRefused, InvalidInput, OperationExpired
@@ -43,8 +44,10 @@ def decide(
         raise InvalidInput(f"kind: one of {', '.join(Decision.Kind.values)}")
     if kind in (Decision.Kind.REJECT, Decision.Kind.REPLY) and not comment.strip():
         raise InvalidInput("comment: a rejection needs a reason, a reply needs a message")
-    if kind == Decision.Kind.EDIT and not isinstance(arguments, dict):
-        raise InvalidInput("arguments: an edit needs the new arguments as a JSON object")
+    if kind == Decision.Kind.EDIT:
+        if not isinstance(arguments, dict):
+            raise InvalidInput("arguments: an edit needs the new arguments as a JSON object")
+        check_proposal(operation.action, arguments, operation.rollback_kind)
     require_project_perm(reviewer, operation.project, "decide_operation")
     now = now or timezone.now()
     if expire_if_due(operation, now):

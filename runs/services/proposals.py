@@ -6,6 +6,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from runs.actions.registry import check_proposal
 from runs.actors import Actor
 from runs.canonical import json_hash
 from runs.errors import ConflictingProposal, InvalidInput, RunNotAccepting, StaleVersion
@@ -17,15 +18,13 @@ from runs.policies import (
     policy_label,
     required_approvals,
 )
-from runs.services.runs import activate, require_open
+from runs.services.runs import AWAITING_DECISION, activate, require_open
 from runs.transitions import (
     lock_run,
     record_operation_proposed,
     transition_operation,
     transition_run,
 )
-
-AWAITING_DECISION = "a reviewer's decision on every proposed operation"
 
 
 def _validate(call_id: str, action: str, arguments, risk: str, rollback_kind: str) -> None:
@@ -56,8 +55,11 @@ def propose_operation(
 ) -> Operation:
     """Propose an operation, idempotent on ``call_id``: the same call with the same
     arguments returns the existing operation, whatever happened since; other arguments
-    are refused. A new proposal must be based on the run's current version."""
+    are refused. A new proposal must be based on the run's current version. A
+    registered action's arguments must fit its schema and its rollback kind; Oversight's
+    workers execute it. Any other action is executed by the agent itself."""
     _validate(call_id, action, arguments, risk, rollback_kind)
+    executor = check_proposal(action, arguments, rollback_kind)
     arguments_hash = json_hash(arguments)
     current = lock_run(run.pk)
     existing = current.operations.filter(call_id=call_id).first()
@@ -90,6 +92,7 @@ def propose_operation(
         idempotency_key=uuid.uuid4().hex,
         risk=risk,
         rollback_kind=rollback_kind,
+        executor=executor,
         required_approvals=required_approvals(policy, risk),
         base_version=base_version,
         expires_at=now + decision_timeout(policy),

@@ -11,6 +11,7 @@ from runs.payloads import CURRENT_VERSION, MessageKind
 from runs.permissions import require_project_perm
 from runs.transitions import lock_run, record_run_created, transition_operation, transition_run
 
+AWAITING_DECISION = "a reviewer's decision on every proposed operation"
 # Operations whose effect has not fired and never will once their run closes.
 NOT_YET_EXECUTED = (Operation.Status.PROPOSED, Operation.Status.APPROVED)
 

@@ -3,16 +3,20 @@ states, all created through the services so every checkpoint chain is real."""
 
 import os
 import secrets
+from decimal import Decimal
+from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from runs.actors import Actor
+from runs.canonical import sha256_hex
 from runs.models import ApprovalPolicy, Project, Role
 from runs.payloads import MessageKind
 from runs.permissions import role_group
-from runs.services.artifacts import attach_artifact
+from runs.services.artifacts import attach_artifact, write_durably
 from runs.services.decisions import decide, expire_if_due
 from runs.services.proposals import propose_operation
 from runs.services.runs import (
@@ -31,6 +35,12 @@ DEMO_USERS = {
     "admin": [Role.ADMIN],
 }
 AGENT = Actor.agent("demo-agent")
+DEMO_ACCOUNTS = {
+    "operating": Decimal("25000.00"),
+    "payroll": Decimal("0.00"),
+    "acme-supplies": Decimal("0.00"),
+    "petty-cash": Decimal("600.00"),
+}
 UNCHANGED_PASSWORD = (
     "password: unchanged since it was first printed (set OVERSIGHT_DEMO_PASSWORD to choose one)"
 )
@@ -83,9 +93,12 @@ class Command(BaseCommand):
         for action, approvals in [
             ("", ApprovalPolicy.Approvals.ONE),
             ("http.request", ApprovalPolicy.Approvals.AUTO),
+            ("status.check", ApprovalPolicy.Approvals.AUTO),
             ("ledger.transfer", ApprovalPolicy.Approvals.TWO),
         ]:
             project.policies.create(action=action, approvals_required=approvals)
+        for name, balance in DEMO_ACCOUNTS.items():
+            project.accounts.create(name=name, balance=balance)
         session = open_session(
             project=project, owner=owner, agent="demo-agent", title="Ops assistant"
         )
@@ -109,14 +122,18 @@ class Command(BaseCommand):
             )
 
         readme = begin("Update the README with the new install steps")
-        attach_artifact(
-            run=readme, name="README.md", content=b"# Project\n\nOld install steps.\n", actor=AGENT
-        )
+        old_readme = b"# Project\n\nOld install steps.\n"
+        write_durably(Path(settings.OVERSIGHT_WORKSPACE) / "README.md", old_readme)
+        attach_artifact(run=readme, name="README.md", content=old_readme, actor=AGENT)
         propose(
             readme,
             "write-readme",
             "file.write",
-            {"path": "README.md", "content": "# Project\n\nRun bin/demo.\n"},
+            {
+                "path": "README.md",
+                "content": "# Project\n\nRun bin/demo.\n",
+                "expected_sha256": sha256_hex(old_readme),
+            },
         )
 
         invoice = begin("Pay invoice INV-2291 to ACME Supplies")
@@ -124,7 +141,12 @@ class Command(BaseCommand):
             invoice,
             "pay-inv-2291",
             "ledger.transfer",
-            {"from": "operating", "to": "acme-supplies", "amount": "1250.00"},
+            {
+                "from": "operating",
+                "to": "acme-supplies",
+                "amount": "1250.00",
+                "require_balance_above": "1000.00",
+            },
             risk="high",
             rollback="compensating",
         )
@@ -140,11 +162,27 @@ class Command(BaseCommand):
         propose(
             ping,
             "ping-status",
-            "http.request",
-            {"method": "GET", "url": "https://status.example.com/"},
+            "status.check",
+            {"url": "https://status.example.com/"},
             risk="low",
             rollback="none",
         )
+
+        payroll = begin("Move October payroll to the payroll account")
+        salaries = propose(
+            payroll,
+            "october-payroll",
+            "ledger.transfer",
+            {"from": "operating", "to": "payroll", "amount": "8000.00"},
+            rollback="compensating",
+        )
+        for person in (reviewer, reviewer2):
+            decide(
+                operation=salaries,
+                reviewer=person,
+                kind="approve",
+                arguments_hash=salaries.arguments_hash,
+            )
 
         cleanup = begin("Delete stale feature branches")
         branches = propose(
@@ -196,8 +234,8 @@ class Command(BaseCommand):
         propose(
             migration,
             "run-migration",
-            "http.request",
-            {"method": "POST", "url": "https://ops.example.com/migrate"},
+            "db.migrate",
+            {"database": "billing", "to": "0042_invoice_totals"},
             rollback="out_of_band",
         )
         cancel_run(run=migration, actor=Actor.of_user(admin), reason="Freeze week: no migrations.")

@@ -1,0 +1,1 @@
+"""Actions: the plugins Oversight's workers execute. See ``runs.actions.base.Action``."""

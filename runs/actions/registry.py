@@ -1,0 +1,58 @@
+"""The registered actions, loaded from the ``OVERSIGHT_ACTIONS`` setting."""
+
+from functools import cache
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+from pydantic import ValidationError
+
+from runs.actions.base import Action
+from runs.errors import InvalidInput
+from runs.models import Operation
+
+
+@cache
+def registered() -> dict[str, Action]:
+    actions: dict[str, Action] = {}
+    for path in settings.OVERSIGHT_ACTIONS:
+        try:
+            action = import_string(path)()
+        except ImportError as exc:
+            raise ImproperlyConfigured(f"OVERSIGHT_ACTIONS: cannot import {path}: {exc}") from None
+        if not isinstance(action, Action) or not getattr(action, "name", ""):
+            raise ImproperlyConfigured(f"OVERSIGHT_ACTIONS: {path} is not a named Action")
+        if action.name in actions:
+            raise ImproperlyConfigured(f"OVERSIGHT_ACTIONS: two actions are named {action.name}")
+        actions[action.name] = action
+    return actions
+
+
+def get_action(name: str) -> Action | None:
+    return registered().get(name)
+
+
+def parse_arguments(action: Action, arguments: dict):
+    """Validate arguments against the action's schema; ``InvalidInput`` names each field."""
+    try:
+        return action.Arguments.model_validate(arguments)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"arguments.{'.'.join(map(str, err['loc'])) or ''}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise InvalidInput(problems) from None
+
+
+def check_proposal(action_name: str, arguments: dict, rollback_kind: str) -> str:
+    """For a registered action, validate the proposal and return its executor."""
+    action = get_action(action_name)
+    if action is None:
+        return Operation.Executor.AGENT
+    args = parse_arguments(action, arguments)
+    expected = action.rollback_kind_for(args)
+    if rollback_kind != expected:
+        raise InvalidInput(
+            f"rollback_kind: {action_name} with these arguments rolls back {expected}"
+        )
+    return Operation.Executor.SERVER

@@ -1,0 +1,1 @@
+"""The demo: a target service for http.request, and a scripted agent."""

@@ -1,0 +1,86 @@
+"""Claiming work: an approved operation, or one whose lease expired mid-way.
+
+A claim takes a lease (owner, expiry) and a new fencing epoch in one short transaction
+and records a checkpoint. Locks are taken run first, then operation — the order every
+other writer uses — so claims cannot deadlock with decisions or cancellations. On
+PostgreSQL a run another worker is writing is skipped (``FOR UPDATE SKIP LOCKED``);
+on SQLite the immediate transaction already serialises writers. Either way the
+operation's conditional update on ``version`` lets exactly one claimant win.
+"""
+
+from datetime import datetime, timedelta
+
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from runs.actors import Actor
+from runs.errors import StaleVersion
+from runs.models import Operation, Run
+from runs.transitions import transition_operation
+
+CANDIDATES = 20
+RESUMABLE = (Operation.Status.IN_FLIGHT, Operation.Status.VERIFY_FAILED)
+
+
+def claimable(now: datetime):
+    """Operations a server worker may take now: approved (and still valid), or in the
+    middle of execution or rollback with an expired lease. Runs halted for
+    reconciliation are left alone until a person resolves their alert."""
+    fresh = Q(status=Operation.Status.APPROVED, approval_expires_at__gt=now)
+    abandoned = Q(status__in=RESUMABLE, lease_expires_at__lte=now)
+    return (
+        Operation.objects.filter(fresh | abandoned, executor=Operation.Executor.SERVER)
+        .exclude(run__reason=Run.Reason.RECONCILIATION)
+        .order_by("pk")
+    )
+
+
+def claim_next(*, worker: str, lease: timedelta, now: datetime | None = None) -> Operation | None:
+    now = now or timezone.now()
+    for op_id, run_id in claimable(now).values_list("pk", "run_id")[:CANDIDATES]:
+        operation = _claim(op_id, run_id, worker, lease, now)
+        if operation is not None:
+            return operation
+    return None
+
+
+def _claim(op_id, run_id, worker, lease, now) -> Operation | None:
+    with transaction.atomic():
+        runs = Run.objects.filter(pk=run_id)
+        if connection.features.has_select_for_update_skip_locked:
+            runs = runs.select_for_update(skip_locked=True)
+        if runs.first() is None:
+            return None  # Another worker holds this run; try the next operation.
+        operation = claimable(now).filter(pk=op_id).first()
+        if operation is None:
+            return None
+        takeover = operation.status != Operation.Status.APPROVED
+        epoch = operation.fencing_epoch + 1
+        try:
+            transition_operation(
+                operation=operation,
+                to=Operation.Status.IN_FLIGHT if not takeover else operation.status,
+                event="operation.lease_taken_over" if takeover else "operation.status",
+                actor=Actor.worker(worker),
+                reason=(
+                    f"lease of {operation.lease_owner} expired; resumed by {worker}"
+                    if takeover
+                    else f"claimed by {worker}"
+                ),
+                changes={
+                    "lease_owner": worker,
+                    "lease_expires_at": now + lease,
+                    "fencing_epoch": epoch,
+                },
+                detail={
+                    "lease": {
+                        "owner": worker,
+                        "epoch": epoch,
+                        "expires_at": (now + lease).isoformat(),
+                    }
+                },
+            )
+        except StaleVersion:
+            return None
+    return operation

@@ -1,0 +1,67 @@
+"""The worker: a loop around ``step()``, which does one unit of work and says whether
+it did any. SIGTERM (or SIGINT) lets the step in hand finish, then the loop ends."""
+
+import logging
+import os
+import signal
+import socket
+import time
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import close_old_connections
+
+from runs.engine.boundaries import CLAIMED, reach
+from runs.engine.claims import claim_next
+from runs.engine.deliveries import deliver_due
+from runs.engine.executor import Execution
+from runs.errors import StaleVersion
+from runs.services.decisions import expire_due_operations
+
+log = logging.getLogger(__name__)
+
+
+class Worker:
+    def __init__(self, name: str = "", lease: timedelta | None = None) -> None:
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}"
+        self.lease = lease or timedelta(seconds=settings.OVERSIGHT_LEASE_SECONDS)
+        self.stopping = False
+
+    def step(self) -> bool:
+        """Expire what is overdue, deliver due alerts, and drive one operation."""
+        did_work = expire_due_operations() > 0
+        did_work |= deliver_due() > 0
+        operation = claim_next(worker=self.name, lease=self.lease)
+        if operation is None:
+            return did_work
+        reach(CLAIMED, operation)
+        try:
+            Execution(operation, self.name, self.lease).run()
+        except StaleVersion:
+            # Our lease was taken over: the new holder owns the operation now.
+            log.warning("%s lost operation %s to another worker", self.name, operation.pk)
+        return True
+
+    def drain(self) -> None:
+        """Work until nothing is ready (``runworker --once``)."""
+        while not self.stopping and self.step():
+            pass
+
+    def run(self, idle_seconds: float = 0.5) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._stop)
+        log.info("worker %s started", self.name)
+        while not self.stopping:
+            close_old_connections()
+            try:
+                did_work = self.step()
+            except Exception:
+                # The operation keeps its lease and is taken over when it expires.
+                log.exception("worker %s: step failed", self.name)
+                did_work = False
+            if not did_work:
+                time.sleep(idle_seconds)
+        log.info("worker %s stopped", self.name)
+
+    def _stop(self, signum, _frame) -> None:
+        self.stopping = True

@@ -1,0 +1,28 @@
+from datetime import timedelta
+
+from django.core.management.base import BaseCommand, CommandError
+
+from runs.engine.worker import Worker
+
+
+class Command(BaseCommand):
+    help = (
+        "Execute approved operations (and deliver alerts, expire overdue decisions) until "
+        "SIGTERM, which lets the operation in hand finish. --once drains what is ready."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--once", action="store_true", help="Drain what is ready, then exit.")
+        parser.add_argument("--name", default="", help="Worker name (default: host:pid).")
+        parser.add_argument("--lease-seconds", type=float, default=None)
+        parser.add_argument("--idle-seconds", type=float, default=0.5)
+
+    def handle(self, *args, once: bool, name: str, lease_seconds, idle_seconds, **options):
+        if lease_seconds is not None and lease_seconds <= 0:
+            raise CommandError("--lease-seconds must be positive")
+        lease = timedelta(seconds=lease_seconds) if lease_seconds else None
+        worker = Worker(name=name, lease=lease)
+        if once:
+            worker.drain()
+        else:
+            worker.run(idle_seconds=idle_seconds)
