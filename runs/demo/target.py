@@ -6,13 +6,17 @@
 - ``/rigged/items/<id>`` answers like ``/items/<id>`` but applies nothing: a target
   whose 200 is a lie, so that only verification can tell.
 - ``/naive/items/<id>`` applies every request, ignoring idempotency keys.
+- ``/slow/items/<id>`` behaves like ``/items/<id>`` after a two-second pause.
 - ``GET /stats`` reports how many times each key was applied (for tests).
 """
 
 import json
 import threading
+import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+SLOW_SECONDS = 2.0
 
 
 class TargetState:
@@ -49,8 +53,10 @@ class Handler(BaseHTTPRequestHandler):
             return self._reply(404, {"error": "no such resource"})
         body = self._body()
         key = self.headers.get("Idempotency-Key", "")
+        if mode == "slow":
+            time.sleep(SLOW_SECONDS)
         with self.state.lock:
-            if mode == "items" and key and key in self.state.replies:
+            if mode in ("items", "slow") and key and key in self.state.replies:
                 return self._reply(*self.state.replies[key])
             if mode != "rigged":
                 apply(item, body)
@@ -64,7 +70,7 @@ class Handler(BaseHTTPRequestHandler):
         parts = self.path.strip("/").split("/")
         if len(parts) == 2 and parts[0] == "items":
             return "items", parts[1]
-        if len(parts) == 3 and parts[0] in ("rigged", "naive") and parts[1] == "items":
+        if len(parts) == 3 and parts[0] in ("rigged", "naive", "slow") and parts[1] == "items":
             return parts[0], parts[2]
         return "", None
 

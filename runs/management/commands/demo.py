@@ -1,3 +1,4 @@
+import os
 import sys
 
 from django.conf import settings
@@ -9,14 +10,20 @@ from runs.supervisor import Child, Supervisor
 
 class Command(BaseCommand):
     help = (
-        "Start Oversight with demo data: migrate, load the demo, serve the web app. "
+        "Start Oversight with demo data: migrate, load the demo, then run the web app, a "
+        "worker, the demo's HTTP target and a scripted agent, each restarted if it dies. "
         "Stays in the foreground; Ctrl-C stops everything it started."
     )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--addr", default="127.0.0.1:8000", help="Address to serve on.")
+        parser.add_argument("--target-port", type=int, default=8001)
 
-    def handle(self, *args, addr: str, **options) -> None:
+    def handle(self, *args, addr: str, target_port: int, **options) -> None:
+        target = f"127.0.0.1:{target_port}"
+        # The children read this through settings: the agent's HTTP calls go to the target.
+        allowed = [*settings.OVERSIGHT_HTTP_ALLOWED_HOSTS, target]
+        os.environ["OVERSIGHT_HTTP_ALLOWED_HOSTS"] = ",".join(allowed)
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
         self.stdout.write(f"database: {settings.DATABASES['default']['NAME']}")
@@ -25,5 +32,10 @@ class Command(BaseCommand):
         self.stdout.write("Sign in with one of the users above. Press Ctrl-C to stop.")
         self.stdout.flush()
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
-        children = [Child("web", [*manage, "runserver", "--noreload", addr])]
+        children = [
+            Child("web", [*manage, "runserver", "--noreload", addr]),
+            Child("target", [*manage, "demo_target", "--port", str(target_port)]),
+            Child("worker", [*manage, "runworker", "--name", "demo-worker"]),
+            Child("agent", [*manage, "demo_agent", "--target", f"http://{target}"]),
+        ]
         sys.exit(Supervisor(children, write=self.stderr.write).run())

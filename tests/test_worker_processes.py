@@ -1,0 +1,108 @@
+"""Workers as real processes: racing for the same operations, draining a backlog
+together on PostgreSQL, and stopping cleanly on SIGTERM."""
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from django.db import connection
+
+from runs.models import ApprovalPolicy, Checkpoint, Operation
+from runs.services.runs import start_run
+from tests.conftest import AGENT, http_arguments
+from tests.processes import ROOT, child_env
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def start_workers(count: int, *args: str) -> list[subprocess.Popen]:
+    return [
+        subprocess.Popen(
+            [sys.executable, "manage.py", "runworker", "--name", f"w{n}", *args],
+            cwd=ROOT,
+            env=child_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(count)
+    ]
+
+
+def wait_all(workers: list[subprocess.Popen], timeout: float = 300) -> None:
+    for worker in workers:
+        _, err = worker.communicate(timeout=timeout)
+        assert worker.returncode == 0, err
+
+
+@pytest.fixture
+def auto_approved(project, session, propose, target):
+    """``auto_approved(runs, per_run)``: operations approved by policy against the target
+    that ignores idempotency keys, so a double execution would show as a count of 2."""
+    ApprovalPolicy.objects.create(project=project, action="http.request", approvals_required=0)
+
+    def make(runs: int, per_run: int) -> list[Operation]:
+        operations = []
+        for r in range(runs):
+            run = start_run(session=session, goal=f"batch {r}", actor=AGENT)
+            for n in range(per_run):
+                arguments = http_arguments(target.base, "naive")
+                item = f"{r}-{n}"
+                arguments["url"] = f"{target.base}/naive/items/{item}"
+                arguments["verify"]["url"] = f"{target.base}/items/{item}"
+                operations.append(
+                    propose(
+                        f"op-{item}",
+                        target=run,
+                        action="http.request",
+                        arguments=arguments,
+                        rollback_kind="out_of_band",
+                        risk="low",
+                    )
+                )
+        return operations
+
+    return make
+
+
+def assert_each_executed_once(operations: list[Operation], target) -> None:
+    ids = [op.pk for op in operations]
+    statuses = set(Operation.objects.filter(pk__in=ids).values_list("status", flat=True))
+    assert statuses == {"committed"}
+    assert [target.applied[op.idempotency_key] for op in operations] == [1] * len(operations)
+    claims = Checkpoint.objects.filter(operation_id__in=ids, to_status="in_flight")
+    assert claims.filter(event="operation.status").count() == len(operations)
+    assert not claims.filter(event="operation.lease_taken_over").exists()
+
+
+def test_two_workers_racing_execute_each_operation_once(auto_approved, target):
+    operations = auto_approved(runs=4, per_run=5)
+    wait_all(start_workers(2, "--once"))
+    assert_each_executed_once(operations, target)
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="many workers on many machines is PostgreSQL's job"
+)
+def test_eight_workers_drain_500_operations_without_a_double_execution(auto_approved, target):
+    operations = auto_approved(runs=50, per_run=10)
+    wait_all(start_workers(8, "--once"))
+    assert_each_executed_once(operations, target)
+
+
+def test_sigterm_lets_the_operation_in_hand_finish(approved, target):
+    arguments = http_arguments(target.base, "slow", compensate=True)
+    op = approved("http", **arguments)
+    (worker,) = start_workers(1)
+    deadline = time.monotonic() + 30
+    while not Operation.objects.filter(pk=op.pk, status="in_flight", intent__isnull=False).exists():
+        assert time.monotonic() < deadline, "the worker never started the operation"
+        time.sleep(0.05)
+    worker.send_signal(signal.SIGTERM)  # The target takes two seconds to answer.
+    wait_all([worker], timeout=30)
+
+    op.refresh_from_db()
+    assert op.status == "committed"
+    assert target.applied[op.idempotency_key] == 1
