@@ -1,0 +1,101 @@
+"""How fast workers carry out approved operations: N ledger transfers (auto-approved by
+policy) spread over runs, drained by W ``runworker --once`` processes; then a check
+that every transfer was applied exactly once. Uses a throwaway SQLite file, or
+DATABASE_URL's database (into which it writes a bench project).
+
+    .venv/bin/python bench/worker_drain.py [--operations 500] [--workers 1 2 4 8]
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from decimal import Decimal
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("OVERSIGHT_VAR_DIR", tempfile.mkdtemp(prefix="oversight-bench-"))
+os.environ.setdefault("OVERSIGHT_SECRET_KEY", "bench-only-secret-key-0123456789abcdef")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oversight.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+
+from runs.actors import Actor  # noqa: E402
+from runs.models import Account, LedgerEntry, Operation, Project  # noqa: E402
+from runs.services.proposals import propose_operation  # noqa: E402
+from runs.services.runs import open_session, start_run  # noqa: E402
+
+AGENT = Actor.agent("bench")
+PER_RUN = 10
+
+
+def prepare(operations: int) -> tuple[Project, list[int]]:
+    suffix = str(time.time_ns())
+    project = Project.objects.create(slug=f"drain-{suffix}", name="Drain bench")
+    project.policies.create(action="ledger.transfer", approvals_required=0)
+    Account.objects.create(project=project, name="A", balance=Decimal(operations))
+    Account.objects.create(project=project, name="B", balance=0)
+    owner = get_user_model().objects.create_user(f"owner-{suffix}")
+    session = open_session(project=project, owner=owner, agent="bench")
+    ids = []
+    for r in range(0, operations, PER_RUN):
+        run = start_run(session=session, goal=f"batch {r}", actor=AGENT)
+        for n in range(min(PER_RUN, operations - r)):
+            run.refresh_from_db()
+            op = propose_operation(
+                run=run,
+                call_id=f"t{n}",
+                action="ledger.transfer",
+                arguments={"from": "A", "to": "B", "amount": "1.00"},
+                risk="low",
+                rollback_kind="compensating",
+                base_version=run.version,
+                actor=AGENT,
+            )
+            ids.append(op.pk)
+    return project, ids
+
+
+def drain(workers: int) -> float:
+    started = time.perf_counter()
+    processes = [
+        subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "runworker", "--once"])
+        for _ in range(workers)
+    ]
+    for process in processes:
+        if process.wait() != 0:
+            raise SystemExit("a worker failed")
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--operations", type=int, default=500)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
+    args = parser.parse_args()
+    call_command("migrate", verbosity=0)
+    print(f"database: {connection.vendor} {connection.settings_dict['NAME']}")
+    for workers in args.workers:
+        project, ids = prepare(args.operations)
+        elapsed = drain(workers)
+        committed = Operation.objects.filter(pk__in=ids, status="committed").count()
+        entries = LedgerEntry.objects.filter(project=project).count()
+        b = Account.objects.get(project=project, name="B").balance
+        print(
+            f"{workers} worker(s): {len(ids)} operations in {elapsed:6.2f} s = "
+            f"{len(ids) / elapsed:6.1f} ops/s; committed {committed}, ledger entries {entries}, "
+            f"B balance {b}"
+        )
+
+
+if __name__ == "__main__":
+    main()
