@@ -35,7 +35,7 @@ UNSETTLED = ("proposed", "approved", "in_flight", "verify_failed")
 
 
 class DemoAgent:
-    def __init__(self, project: Project, target: str) -> None:
+    def __init__(self, project: Project, target: str = "") -> None:
         self.project = project
         self.target = target.rstrip("/")
         self.session = self._session()
@@ -43,7 +43,9 @@ class DemoAgent:
         self.scenarios = itertools.cycle(self.SCENARIOS)
 
     def _session(self) -> Session:
-        owner, _ = get_user_model().objects.get_or_create(username="agent-owner")
+        users = get_user_model().objects
+        # The person on whose behalf the agent works; it never signs in.
+        owner = users.filter(username="agent-owner").first() or users.create_user("agent-owner")
         existing = Session.objects.filter(project=self.project, agent="demo-agent").first()
         return existing or open_session(
             project=self.project, owner=owner, agent="demo-agent", title="Ops assistant"
@@ -73,10 +75,11 @@ class DemoAgent:
 
     # --- helpers -------------------------------------------------------------------------
 
-    def begin(self, goal: str, thought: str) -> Run:
+    def begin(self, goal: str, thought: str = "") -> Run:
         run = start_run(session=self.session, goal=goal, actor=AGENT)
         append_message(run=run, kind=MessageKind.USER, payload={"text": goal}, actor=AGENT)
-        append_message(run=run, kind=MessageKind.AGENT, payload={"text": thought}, actor=AGENT)
+        if thought:
+            append_message(run=run, kind=MessageKind.AGENT, payload={"text": thought}, actor=AGENT)
         return run
 
     def propose(self, run: Run, call: str, action: str, arguments: dict, **options) -> Operation:

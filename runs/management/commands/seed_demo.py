@@ -13,17 +13,14 @@ from django.db import transaction
 
 from runs.actors import Actor
 from runs.canonical import sha256_hex
+from runs.demo.agent import AGENT, DemoAgent
 from runs.models import ApprovalPolicy, Project, Role
-from runs.payloads import MessageKind
 from runs.permissions import role_group
 from runs.services.artifacts import attach_artifact, write_durably
 from runs.services.decisions import decide, expire_if_due
-from runs.services.proposals import propose_operation
 from runs.services.runs import (
-    append_message,
     cancel_run,
     finish_run,
-    open_session,
     request_input,
     start_run,
 )
@@ -34,7 +31,6 @@ DEMO_USERS = {
     "auditor": [Role.AUDITOR],
     "admin": [Role.ADMIN],
 }
-AGENT = Actor.agent("demo-agent")
 DEMO_ACCOUNTS = {
     "operating": Decimal("25000.00"),
     "payroll": Decimal("0.00"),
@@ -82,9 +78,6 @@ class Command(BaseCommand):
 
     def _seed(self, project: Project) -> None:
         User = get_user_model()
-        owner, _ = User.objects.get_or_create(username="agent-owner")
-        owner.set_unusable_password()
-        owner.save()
         reviewer, reviewer2 = (
             User.objects.get(username="reviewer"),
             User.objects.get(username="reviewer2"),
@@ -99,27 +92,8 @@ class Command(BaseCommand):
             project.policies.create(action=action, approvals_required=approvals)
         for name, balance in DEMO_ACCOUNTS.items():
             project.accounts.create(name=name, balance=balance)
-        session = open_session(
-            project=project, owner=owner, agent="demo-agent", title="Ops assistant"
-        )
-
-        def begin(goal: str):
-            run = start_run(session=session, goal=goal, actor=AGENT)
-            append_message(run=run, kind=MessageKind.USER, payload={"text": goal}, actor=AGENT)
-            return run
-
-        def propose(run, call_id, action, arguments, risk="medium", rollback="in_band"):
-            run.refresh_from_db()
-            return propose_operation(
-                run=run,
-                call_id=call_id,
-                action=action,
-                arguments=arguments,
-                risk=risk,
-                rollback_kind=rollback,
-                base_version=run.version,
-                actor=AGENT,
-            )
+        agent = DemoAgent(project)
+        begin, propose = agent.begin, agent.propose
 
         readme = begin("Update the README with the new install steps")
         old_readme = b"# Project\n\nOld install steps.\n"
@@ -134,6 +108,7 @@ class Command(BaseCommand):
                 "content": "# Project\n\nRun bin/demo.\n",
                 "expected_sha256": sha256_hex(old_readme),
             },
+            rollback="in_band",
         )
 
         invoice = begin("Pay invoice INV-2291 to ACME Supplies")
@@ -223,7 +198,7 @@ class Command(BaseCommand):
         finish_run(
             run=crm, status="failed", actor=AGENT, outcome="CRM API returned 503 for an hour."
         )
-        start_run(session=session, goal="Sync CRM contacts", actor=AGENT, retry_of=crm)
+        start_run(session=agent.session, goal="Sync CRM contacts", actor=AGENT, retry_of=crm)
 
         budget = begin("Draft the Q4 budget summary")
         request_input(
@@ -246,5 +221,6 @@ class Command(BaseCommand):
             "rotate-keys",
             "vault.rotate_keys",
             {"keys": ["payments-api"]},
+            rollback="in_band",
         )
         expire_if_due(old, old.expires_at)
