@@ -47,6 +47,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "runs.middleware.UserTimeZoneMiddleware",
 ]
 
 ROOT_URLCONF = "oversight.urls"
@@ -63,6 +64,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "runs.context_processors.navigation",
             ],
         },
     },
@@ -156,6 +158,10 @@ OVERSIGHT_HTTP_TIMEOUT = env_int("OVERSIGHT_HTTP_TIMEOUT_SECONDS", 10, minimum=1
 OVERSIGHT_EMAIL_ALLOWED_DOMAINS = env_list("OVERSIGHT_EMAIL_ALLOWED_DOMAINS")
 # A worker's claim on an operation; must exceed the slowest action's run time.
 OVERSIGHT_LEASE_SECONDS = env_int("OVERSIGHT_LEASE_SECONDS", 60, minimum=1)
+# The approvals queue highlights proposals waiting longer than this.
+OVERSIGHT_REVIEW_SLA_MINUTES = env_int("OVERSIGHT_REVIEW_SLA_MINUTES", 30, minimum=1)
+# Reviewers get at most one email per this many minutes about new pending operations.
+OVERSIGHT_NOTIFY_BATCH_MINUTES = env_int("OVERSIGHT_NOTIFY_BATCH_MINUTES", 5, minimum=1)
 # Out-of-band alerts go to the project's admins by email, to these addresses, and to
 # the webhook if set; failed deliveries are retried up to the attempt limit.
 OVERSIGHT_ALERT_EMAILS = env_list("OVERSIGHT_ALERT_EMAILS")

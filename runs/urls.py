@@ -1,8 +1,20 @@
 from django.urls import path
 
-from runs import views
+from runs.views import alerts, approvals, home, operations, runs
 
 urlpatterns = [
-    path("", views.home, name="home"),
-    path("healthz", views.healthz, name="healthz"),
+    path("", home.home, name="home"),
+    path("healthz", home.healthz, name="healthz"),
+    path("account/", home.preferences, name="preferences"),
+    path("approvals/", approvals.queue, name="approvals"),
+    path("operations/<int:pk>/", operations.detail, name="operation"),
+    path("operations/<int:pk>/decide/", operations.decide_view, name="operation-decide"),
+    path("operations/<int:pk>/outcome/", operations.outcome, name="operation-outcome"),
+    path("runs/", runs.run_list, name="runs"),
+    path("runs/<int:pk>/", runs.run_detail, name="run"),
+    path("runs/<int:pk>/cancel/", runs.cancel, name="run-cancel"),
+    path("runs/<int:pk>/artifacts/<int:ref>/", runs.artifact_download, name="run-artifact"),
+    path("alerts/", alerts.alert_list, name="alerts"),
+    path("alerts/<int:pk>/acknowledge/", alerts.acknowledge, name="alert-acknowledge"),
+    path("alerts/<int:pk>/resolve/", alerts.resolve, name="alert-resolve"),
 ]

@@ -4,6 +4,7 @@ from runs.models.checkpoints import Checkpoint, CheckpointArtifact
 from runs.models.ledger import Account, LedgerEntry
 from runs.models.operations import Decision, Operation
 from runs.models.outbox import SentEmail
+from runs.models.preferences import Preferences
 from runs.models.projects import ApprovalPolicy, Membership, Project, Role
 from runs.models.runs import Message, Run, Session
 
@@ -20,6 +21,7 @@ __all__ = [
     "Membership",
     "Message",
     "Operation",
+    "Preferences",
     "Project",
     "Role",
     "Run",

@@ -1,0 +1,25 @@
+from django.db.models import Q
+
+from runs.models import Alert, Operation
+from runs.permissions import projects_with_perm
+
+
+def navigation(request) -> dict:
+    """The counts in the navigation: decisions waiting for me, alerts open in my projects."""
+    user = request.user
+    if not user.is_authenticated:
+        return {}
+    return {
+        "nav_pending": pending_for(user).count(),
+        "nav_alerts": Alert.objects.filter(
+            ~Q(status=Alert.Status.RESOLVED), project__in=projects_with_perm(user, "view_alert")
+        ).count(),
+    }
+
+
+def pending_for(user):
+    """Operations awaiting a decision in the projects where ``user`` may decide."""
+    return Operation.objects.filter(
+        status=Operation.Status.PROPOSED,
+        project__in=projects_with_perm(user, "decide_operation"),
+    )

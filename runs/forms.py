@@ -1,0 +1,119 @@
+"""Forms for people: deciding, cancelling, resolving alerts, filtering lists, and
+preferences. They validate shape; the services enforce the rules and their refusals
+are shown as form errors."""
+
+import json
+import zoneinfo
+
+from django import forms
+from django.db.models import QuerySet
+
+from runs.models import Decision, Operation, Preferences, Project, Run
+
+IRREVERSIBLE = (Operation.RollbackKind.NONE, Operation.RollbackKind.OUT_OF_BAND)
+
+
+class DecisionForm(forms.Form):
+    kind = forms.ChoiceField(choices=Decision.Kind.choices, widget=forms.HiddenInput)
+    arguments_hash = forms.CharField(widget=forms.HiddenInput)
+    comment = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+    arguments = forms.CharField(
+        required=False,
+        label="Arguments (JSON)",
+        widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false", "class": "code"}),
+    )
+    confirm = forms.CharField(required=False, label="Type the action name to confirm")
+
+    def __init__(self, *args, operation: Operation, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.operation = operation
+
+    @property
+    def kind_label(self) -> str:
+        return Decision.Kind(self.initial.get("kind") or self.data.get("kind")).label.capitalize()
+
+    @property
+    def needs_confirmation(self) -> bool:
+        return self.operation.rollback_kind in IRREVERSIBLE
+
+    def clean_arguments(self):
+        if self.data.get("kind") != Decision.Kind.EDIT:
+            return None
+        try:
+            value = json.loads(self.cleaned_data["arguments"] or "")
+        except ValueError as error:
+            raise forms.ValidationError(f"Not valid JSON: {error}") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError("The arguments must be a JSON object.")
+        return value
+
+    def clean(self):
+        data = super().clean()
+        kind = data.get("kind")
+        if (
+            kind in (Decision.Kind.REJECT, Decision.Kind.REPLY)
+            and not data.get("comment", "").strip()
+        ):
+            self.add_error(
+                "comment",
+                "Say why you reject it." if kind == Decision.Kind.REJECT else "Write the reply.",
+            )
+        if (
+            kind in Decision.APPROVING
+            and self.needs_confirmation
+            and data.get("confirm", "").strip() != self.operation.action
+        ):
+            self.add_error(
+                "confirm",
+                f"This cannot be undone: type {self.operation.action} to confirm.",
+            )
+        return data
+
+
+class ReasonForm(forms.Form):
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=2000)
+
+
+class ResolveForm(forms.Form):
+    note = forms.CharField(
+        label="Resolution note", widget=forms.Textarea(attrs={"rows": 3}), max_length=4000
+    )
+
+
+def project_choices(projects: QuerySet[Project]) -> list[tuple[str, str]]:
+    return [("", "All projects"), *((p.slug, p.name) for p in projects)]
+
+
+class QueueFilter(forms.Form):
+    project = forms.ChoiceField(required=False)
+    action = forms.CharField(required=False, max_length=100)
+    risk = forms.ChoiceField(required=False, choices=[("", "Any risk"), *Operation.Risk.choices])
+
+    def __init__(self, *args, projects: QuerySet[Project], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["project"].choices = project_choices(projects)
+
+
+class RunFilter(forms.Form):
+    status = forms.ChoiceField(required=False, choices=[("", "Any status"), *Run.Status.choices])
+    reason = forms.ChoiceField(
+        required=False,
+        label="Waiting for",
+        choices=[("", "Any reason"), *Run.Reason.choices[1:]],
+    )
+    project = forms.ChoiceField(required=False)
+    agent = forms.CharField(required=False, max_length=200)
+    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+
+    def __init__(self, *args, projects: QuerySet[Project], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["project"].choices = project_choices(projects)
+
+
+class PreferencesForm(forms.ModelForm):
+    time_zone = forms.ChoiceField(choices=[(z, z) for z in sorted(zoneinfo.available_timezones())])
+
+    class Meta:
+        model = Preferences
+        fields = ["time_zone", "notify_pending"]

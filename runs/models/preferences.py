@@ -1,0 +1,34 @@
+import zoneinfo
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+
+
+def validate_time_zone(value: str) -> None:
+    if value not in zoneinfo.available_timezones():
+        raise ValidationError(f"{value} is not a known time zone")
+
+
+class Preferences(models.Model):
+    """A person's settings: the time zone pages show times in, and whether they get
+    batched emails about new operations waiting for their decision."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oversight_preferences"
+    )
+    time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
+    notify_pending = models.BooleanField(
+        default=True, help_text="Email me, batched, when operations wait for my decision."
+    )
+    last_notified_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "preferences"
+
+    def __str__(self) -> str:
+        return f"preferences of {self.user}"
+
+    @classmethod
+    def of(cls, user) -> "Preferences":
+        return cls.objects.get_or_create(user=user)[0]

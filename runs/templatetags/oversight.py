@@ -1,0 +1,17 @@
+from datetime import datetime
+
+from django import template
+from django.utils import timezone
+from django.utils.timesince import timesince, timeuntil
+
+register = template.Library()
+
+
+@register.filter
+def relative(when: datetime | None) -> str:
+    """ "5 minutes ago" for the past, "in 5 minutes" for the future."""
+    if when is None:
+        return ""
+    if when > timezone.now():
+        return f"in {timeuntil(when)}"
+    return f"{timesince(when)} ago"

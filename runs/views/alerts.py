@@ -1,0 +1,58 @@
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from runs.errors import OversightError
+from runs.forms import ResolveForm
+from runs.models import Alert
+from runs.permissions import projects_with_perm
+from runs.services.alerts import acknowledge_alert, resolve_alert
+from runs.views.access import load_alert
+
+LIMIT = 200
+
+
+@require_GET
+def alert_list(request: HttpRequest) -> HttpResponse:
+    alerts = (
+        Alert.objects.filter(project__in=projects_with_perm(request.user, "view_alert"))
+        .exclude(status=Alert.Status.RESOLVED)
+        .select_related("project", "run", "operation", "acknowledged_by")
+        .prefetch_related("deliveries")
+        .order_by("-created_at", "-pk")[:LIMIT]
+    )
+    resolvable = set(projects_with_perm(request.user, "resolve_alert").values_list("pk", flat=True))
+    return render(
+        request,
+        "runs/alerts.html",
+        {"alerts": alerts, "resolvable": resolvable, "resolve_form": ResolveForm()},
+    )
+
+
+@require_POST
+def acknowledge(request: HttpRequest, pk: int) -> HttpResponse:
+    alert = load_alert(request.user, pk, "resolve_alert")
+    try:
+        acknowledge_alert(alert=alert, user=request.user)
+    except OversightError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"Alert {alert.pk} acknowledged.")
+    return redirect("alerts")
+
+
+@require_POST
+def resolve(request: HttpRequest, pk: int) -> HttpResponse:
+    alert = load_alert(request.user, pk, "resolve_alert")
+    form = ResolveForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Alert {alert.pk}: a resolution note is required.")
+        return redirect("alerts")
+    try:
+        resolve_alert(alert=alert, user=request.user, note=form.cleaned_data["note"])
+    except OversightError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"Alert {alert.pk} resolved; its run is released.")
+    return redirect("alerts")

@@ -1,0 +1,68 @@
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, F, Max, Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from runs.context_processors import pending_for
+from runs.forms import QueueFilter
+from runs.models import Decision
+from runs.permissions import projects_with_perm
+
+EXPIRING_SOON = timedelta(hours=1)
+
+
+@require_GET
+def queue(request: HttpRequest) -> HttpResponse:
+    """The live queue of operations waiting for a decision, oldest first. htmx polls it
+    with the version it shows; an unchanged queue answers 204 and nothing is swapped."""
+    projects = projects_with_perm(request.user, "decide_operation")
+    if not projects.exists():
+        raise PermissionDenied("You are not a reviewer in any project.")
+    filters = QueueFilter(request.GET, projects=projects)
+    pending = _filtered(pending_for(request.user), filters)
+    summary = pending.aggregate(count=Count("pk"), latest=Max("updated_at"))
+    version = f"{summary['count']}-{summary['latest'].timestamp() if summary['latest'] else 0}"
+    if request.htmx and request.GET.get("since") == version:
+        return HttpResponse(status=204)
+    now = timezone.now()
+    rows = (
+        pending.select_related("run__session", "project")
+        .annotate(
+            approvals=Count(
+                "decisions",
+                filter=Q(decisions__kind__in=Decision.APPROVING)
+                & Q(decisions__arguments_hash=F("arguments_hash")),
+            )
+        )
+        .order_by("created_at", "pk")
+    )
+    sla = timedelta(minutes=settings.OVERSIGHT_REVIEW_SLA_MINUTES)
+    context = {
+        "filters": filters,
+        "rows": [
+            (op, now - op.created_at > sla, op.expires_at - now < EXPIRING_SOON) for op in rows
+        ],
+        "count": summary["count"],
+        "version": version,
+        "sla_minutes": settings.OVERSIGHT_REVIEW_SLA_MINUTES,
+    }
+    template = "runs/approvals.html#queue" if request.htmx else "runs/approvals.html"
+    return render(request, template, context)
+
+
+def _filtered(pending, filters: QueueFilter):
+    if not filters.is_valid():
+        return pending
+    data = filters.cleaned_data
+    if data["project"]:
+        pending = pending.filter(project__slug=data["project"])
+    if data["action"]:
+        pending = pending.filter(action=data["action"])
+    if data["risk"]:
+        pending = pending.filter(risk=data["risk"])
+    return pending

@@ -1,0 +1,48 @@
+from django.contrib import messages
+from django.contrib.auth.decorators import login_not_required
+from django.db.models import Count, Q
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
+
+from runs import machines
+from runs.forms import PreferencesForm
+from runs.middleware import SESSION_KEY
+from runs.models import Operation, Preferences, Run
+from runs.views.access import member_projects
+
+
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    """The signed-in user's projects with their runs by status and pending decisions."""
+    projects = member_projects(request.user).annotate(
+        pending=Count(
+            "operations",
+            filter=Q(operations__status=Operation.Status.PROPOSED),
+            distinct=True,
+        ),
+        active=Count("runs", filter=~Q(runs__status__in=machines.RUN.terminal), distinct=True),
+    )
+    runs = (
+        Run.objects.filter(project__in=member_projects(request.user))
+        .select_related("project", "session")
+        .order_by("-created_at")[:20]
+    )
+    return render(request, "runs/home.html", {"projects": projects, "runs": runs})
+
+
+@require_http_methods(["GET", "POST"])
+def preferences(request: HttpRequest) -> HttpResponse:
+    form = PreferencesForm(request.POST or None, instance=Preferences.of(request.user))
+    if request.method == "POST" and form.is_valid():
+        form.save()
+        request.session[SESSION_KEY] = form.instance.time_zone
+        messages.success(request, "Preferences saved.")
+        return redirect("preferences")
+    return render(request, "runs/preferences.html", {"form": form})
+
+
+@login_not_required
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"ok": True})

@@ -1,0 +1,142 @@
+import difflib
+import json
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from runs.actions.registry import get_action, parse_arguments
+from runs.errors import InvalidInput, OversightError
+from runs.forms import DecisionForm
+from runs.models import Decision, Operation
+from runs.permissions import has_project_perm
+from runs.services.decisions import decide
+from runs.views.access import load_operation
+
+RECENT_MESSAGES = 10
+DECISION_KINDS = [kind for kind, _ in Decision.Kind.choices]
+
+
+@require_GET
+def detail(request: HttpRequest, pk: int) -> HttpResponse:
+    operation = load_operation(request.user, pk)
+    return _render(request, operation)
+
+
+@require_POST
+def decide_view(request: HttpRequest, pk: int) -> HttpResponse:
+    operation = load_operation(request.user, pk, "decide_operation")
+    form = DecisionForm(request.POST, operation=operation)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            decide(
+                operation=operation,
+                reviewer=request.user,
+                kind=data["kind"],
+                arguments_hash=data["arguments_hash"],
+                comment=data["comment"],
+                arguments=data["arguments"],
+            )
+        except InvalidInput as error:
+            field = "arguments" if str(error).startswith("arguments") else "comment"
+            for problem in str(error).split("; "):
+                form.add_error(field, problem)
+        except OversightError as error:
+            form.add_error(None, str(error))
+        else:
+            messages.success(request, f"Recorded: {Decision.Kind(data['kind']).label}.")
+            return redirect("operation", pk=operation.pk)
+    return _render(request, operation, bound=form, status=400)
+
+
+@require_GET
+def outcome(request: HttpRequest, pk: int) -> HttpResponse:
+    """The live status panel, polled by htmx until the operation reaches an end."""
+    operation = load_operation(request.user, pk)
+    return render(request, "runs/operation.html#outcome", {"operation": operation})
+
+
+def _render(request, operation: Operation, bound: DecisionForm | None = None, status: int = 200):
+    run = operation.run
+    decisions = list(operation.decisions.select_related("reviewer"))
+    approvers = [
+        d
+        for d in decisions
+        if d.kind in Decision.APPROVING and d.arguments_hash == operation.arguments_hash
+    ]
+    context = {
+        "operation": operation,
+        "run": run,
+        "messages_recent": list(reversed(run.messages.order_by("-seq")[:RECENT_MESSAGES])),
+        "arguments": _folded(operation.arguments),
+        "arguments_diff": _diff(operation.proposed_arguments, operation.arguments),
+        "plan": _plan(operation),
+        "decisions": decisions,
+        "approvers": approvers,
+        "checkpoints": operation.checkpoints.select_related("actor_user").order_by("seq"),
+        "can_decide": has_project_perm(request.user, operation.project, "decide_operation"),
+        "own_run": run.session.owner_id == request.user.pk,
+        "already_approved": any(d.reviewer_id == request.user.pk for d in approvers),
+        "forms": _forms(operation, bound),
+        "bound_kind": bound.data.get("kind") if bound else None,
+    }
+    return render(request, "runs/operation.html", context, status=status)
+
+
+def _forms(operation: Operation, bound: DecisionForm | None) -> dict[str, DecisionForm]:
+    forms = {}
+    for kind in DECISION_KINDS:
+        initial = {"kind": kind, "arguments_hash": operation.arguments_hash}
+        if kind == Decision.Kind.EDIT:
+            initial["arguments"] = _pretty(operation.arguments)
+        forms[kind] = DecisionForm(initial=initial, operation=operation)
+    if bound is not None and bound.data.get("kind") in forms:
+        forms[bound.data["kind"]] = bound
+    return forms
+
+
+FOLD_CHARS = 240
+
+
+def _folded(arguments: dict) -> list[dict]:
+    """Each top-level argument as pretty JSON; long values get a one-line summary and
+    fold away, so the page stays readable and nothing is hidden."""
+    rows = []
+    for key, value in sorted(arguments.items()):
+        text = _pretty(value)
+        long = len(text) > FOLD_CHARS or text.count("\n") > 12
+        rows.append(
+            {"key": key, "text": text, "summary": text[:80].replace("\n", " ") if long else ""}
+        )
+    return rows
+
+
+def _pretty(value) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def _diff(before: dict, after: dict) -> list[tuple[str, str]]:
+    """The reviewer's edit as (kind, line) pairs: "+" added, "-" removed, " " context."""
+    if before == after:
+        return []
+    lines = difflib.unified_diff(
+        _pretty(before).splitlines(), _pretty(after).splitlines(), lineterm="", n=2
+    )
+    return [(line[0], line[1:]) for line in list(lines)[2:] if not line.startswith("@@")]
+
+
+def _plan(operation: Operation) -> dict[str, str]:
+    action = get_action(operation.action)
+    if action is None:
+        return {
+            "executor": "the agent itself",
+            "precondition": "Checked by the agent before it acts.",
+            "rollback": operation.get_rollback_kind_display(),
+        }
+    try:
+        described = action.describe(parse_arguments(action, operation.arguments))
+    except InvalidInput as error:
+        described = {"precondition": f"Arguments no longer valid: {error}", "rollback": ""}
+    return {"executor": "Oversight's workers", **described}

@@ -1,0 +1,122 @@
+from itertools import chain
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db.models import Count, Q
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
+
+from runs.actors import Actor
+from runs.errors import OversightError
+from runs.forms import ReasonForm, RunFilter
+from runs.models import CheckpointArtifact, Operation, Run
+from runs.permissions import has_project_perm
+from runs.recovery import recovery_report
+from runs.services.runs import cancel_run
+from runs.views.access import load_run, member_projects
+
+PAGE_SIZE = 50
+
+
+@require_GET
+def run_list(request: HttpRequest) -> HttpResponse:
+    projects = member_projects(request.user)
+    filters = RunFilter(request.GET, projects=projects)
+    runs = _filtered(Run.objects.filter(project__in=projects), filters)
+    runs = (
+        runs.select_related("project", "session")
+        .annotate(
+            pending=Count("operations", filter=Q(operations__status=Operation.Status.PROPOSED))
+        )
+        .order_by("-created_at", "-pk")
+    )
+    page = Paginator(runs, PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(
+        request,
+        "runs/run_list.html",
+        {"filters": filters, "page": page, "query": query.urlencode()},
+    )
+
+
+def _filtered(runs, filters: RunFilter):
+    if not filters.is_valid():
+        return runs
+    data = filters.cleaned_data
+    lookups = {
+        "status": "status",
+        "reason": "reason",
+        "project": "project__slug",
+        "agent": "session__agent",
+        "since": "created_at__date__gte",
+        "until": "created_at__date__lte",
+    }
+    return runs.filter(**{lookups[name]: value for name, value in data.items() if value})
+
+
+@require_GET
+def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    run = load_run(request.user, pk)
+    return render(request, "runs/run_detail.html", _run_context(request, run))
+
+
+def _run_context(request, run: Run, cancel_form: ReasonForm | None = None) -> dict:
+    operations = list(run.operations.order_by("pk"))
+    timeline = sorted(
+        chain(
+            (("message", m.created_at, m) for m in run.messages.all()),
+            (("operation", op.created_at, op) for op in operations),
+            (("checkpoint", c.created_at, c) for c in run.checkpoints.select_related("operation")),
+        ),
+        key=lambda entry: entry[1],
+    )
+    return {
+        "run": run,
+        "operations": operations,
+        "timeline": timeline,
+        "artifacts": CheckpointArtifact.objects.filter(checkpoint__run=run)
+        .select_related("artifact", "checkpoint")
+        .order_by("checkpoint__seq"),
+        "recovery": recovery_report(run),
+        "can_cancel": not run.is_terminal
+        and has_project_perm(request.user, run.project, "cancel_run"),
+        "cancel_form": cancel_form,
+    }
+
+
+@require_http_methods(["GET", "POST"])
+def cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    """Confirm, with a reason, then cancel the run and every operation not yet executed."""
+    run = load_run(request.user, pk, "cancel_run")
+    form = ReasonForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            cancel_run(
+                run=run, actor=Actor.of_user(request.user), reason=form.cleaned_data["reason"]
+            )
+        except OversightError as error:
+            form.add_error(None, str(error))
+        else:
+            messages.success(request, "The run is cancelled; nothing more will fire.")
+            return redirect("run", pk=run.pk)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "runs/run_cancel.html", {"run": run, "form": form}, status=status)
+
+
+@require_GET
+def artifact_download(request: HttpRequest, pk: int, ref: int) -> FileResponse:
+    run = load_run(request.user, pk)
+    reference = get_object_or_404(
+        CheckpointArtifact.objects.select_related("artifact"), pk=ref, checkpoint__run=run
+    )
+    path = reference.artifact.path
+    if not path.exists():
+        raise Http404("The artifact's bytes are missing from storage.")
+    return FileResponse(
+        path.open("rb"),
+        as_attachment=True,
+        filename=reference.name.rsplit("/", 1)[-1],
+        content_type=reference.artifact.media_type,
+    )
