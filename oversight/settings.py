@@ -160,6 +160,8 @@ OVERSIGHT_EMAIL_ALLOWED_DOMAINS = env_list("OVERSIGHT_EMAIL_ALLOWED_DOMAINS")
 OVERSIGHT_LEASE_SECONDS = env_int("OVERSIGHT_LEASE_SECONDS", 60, minimum=1)
 # The approvals queue highlights proposals waiting longer than this.
 OVERSIGHT_REVIEW_SLA_MINUTES = env_int("OVERSIGHT_REVIEW_SLA_MINUTES", 30, minimum=1)
+# Where people reach this Oversight (for links in emails).
+OVERSIGHT_BASE_URL = env_str("OVERSIGHT_BASE_URL", "http://127.0.0.1:8000")
 # Reviewers get at most one email per this many minutes about new pending operations.
 OVERSIGHT_NOTIFY_BATCH_MINUTES = env_int("OVERSIGHT_NOTIFY_BATCH_MINUTES", 5, minimum=1)
 # Out-of-band alerts go to the project's admins by email, to these addresses, and to

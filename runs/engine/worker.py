@@ -15,10 +15,12 @@ from runs.engine.boundaries import CLAIMED, reach
 from runs.engine.claims import claim_next
 from runs.engine.deliveries import deliver_due
 from runs.engine.executor import Execution
+from runs.engine.notifications import notify_reviewers
 from runs.errors import StaleVersion
 from runs.services.decisions import expire_due_operations
 
 log = logging.getLogger(__name__)
+NOTIFY_EVERY_SECONDS = 60
 
 
 class Worker:
@@ -26,11 +28,16 @@ class Worker:
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.lease = lease or timedelta(seconds=settings.OVERSIGHT_LEASE_SECONDS)
         self.stopping = False
+        self.next_notification = 0.0
 
     def step(self) -> bool:
-        """Expire what is overdue, deliver due alerts, and drive one operation."""
+        """Expire what is overdue, deliver due alerts, notify reviewers (once a minute),
+        and drive one operation."""
         did_work = expire_due_operations() > 0
         did_work |= deliver_due() > 0
+        if time.monotonic() >= self.next_notification:
+            self.next_notification = time.monotonic() + NOTIFY_EVERY_SECONDS
+            notify_reviewers()
         operation = claim_next(worker=self.name, lease=self.lease)
         if operation is None:
             return did_work
