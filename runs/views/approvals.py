@@ -42,7 +42,10 @@ def queue(request: HttpRequest) -> HttpResponse:
         .order_by("created_at", "pk")
     )
     sla = timedelta(minutes=settings.OVERSIGHT_REVIEW_SLA_MINUTES)
+    query = request.GET.copy()
+    query.pop("since", None)
     context = {
+        "poll_url": f"{request.path}?{query.urlencode()}" if query else request.path,
         "filters": filters,
         "rows": [
             (op, now - op.created_at > sla, op.expires_at - now < EXPIRING_SOON) for op in rows
