@@ -5,12 +5,16 @@ from runs.permissions import projects_with_perm
 
 
 def navigation(request) -> dict:
-    """The counts in the navigation: decisions waiting for me, alerts open in my projects."""
+    """The counts in the navigation: decisions waiting for me (shown to reviewers only),
+    alerts open in my projects."""
     user = request.user
     if not user.is_authenticated:
         return {}
+    deciding = list(projects_with_perm(user, "decide_operation").values_list("pk", flat=True))
+    pending = Operation.objects.filter(status=Operation.Status.PROPOSED, project__in=deciding)
     return {
-        "nav_pending": pending_for(user).count(),
+        "can_review": bool(deciding),
+        "nav_pending": pending.count() if deciding else 0,
         "nav_alerts": Alert.objects.filter(
             ~Q(status=Alert.Status.RESOLVED), project__in=projects_with_perm(user, "view_alert")
         ).count(),

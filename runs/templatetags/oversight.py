@@ -1,3 +1,4 @@
+import json
 from datetime import datetime
 
 from django import template
@@ -15,3 +16,9 @@ def relative(when: datetime | None) -> str:
     if when > timezone.now():
         return f"in {timeuntil(when)}"
     return f"{timesince(when)} ago"
+
+
+@register.filter
+def as_json(value) -> str:
+    """Pretty JSON for people (stable key order); the template escapes it."""
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)

@@ -39,7 +39,8 @@ def preferences(request: HttpRequest) -> HttpResponse:
         request.session[SESSION_KEY] = form.instance.time_zone
         messages.success(request, "Preferences saved.")
         return redirect("preferences")
-    return render(request, "runs/preferences.html", {"form": form})
+    status = 400 if request.method == "POST" else 200
+    return render(request, "runs/preferences.html", {"form": form}, status=status)
 
 
 @login_not_required

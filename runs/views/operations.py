@@ -27,7 +27,9 @@ def detail(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def decide_view(request: HttpRequest, pk: int) -> HttpResponse:
     operation = load_operation(request.user, pk, "decide_operation")
-    form = DecisionForm(request.POST, operation=operation)
+    form = DecisionForm(
+        request.POST, operation=operation, auto_id=_auto_id(request.POST.get("kind"))
+    )
     if form.is_valid():
         data = form.cleaned_data
         try:
@@ -40,13 +42,13 @@ def decide_view(request: HttpRequest, pk: int) -> HttpResponse:
                 arguments=data["arguments"],
             )
         except InvalidInput as error:
-            field = "arguments" if str(error).startswith("arguments") else "comment"
             for problem in str(error).split("; "):
-                form.add_error(field, problem)
+                form.add_error(_field_of(problem), problem)
         except OversightError as error:
             form.add_error(None, str(error))
         else:
-            messages.success(request, f"Recorded: {Decision.Kind(data['kind']).label}.")
+            operation.refresh_from_db()
+            messages.success(request, _confirmation(data["kind"], operation))
             return redirect("operation", pk=operation.pk)
     return _render(request, operation, bound=form, status=400)
 
@@ -81,6 +83,7 @@ def _render(request, operation: Operation, bound: DecisionForm | None = None, st
         "already_approved": any(d.reviewer_id == request.user.pk for d in approvers),
         "forms": _forms(operation, bound),
         "bound_kind": bound.data.get("kind") if bound else None,
+        "bound_errors": bound.non_field_errors() if bound else [],
     }
     return render(request, "runs/operation.html", context, status=status)
 
@@ -91,7 +94,7 @@ def _forms(operation: Operation, bound: DecisionForm | None) -> dict[str, Decisi
         initial = {"kind": kind, "arguments_hash": operation.arguments_hash}
         if kind == Decision.Kind.EDIT:
             initial["arguments"] = _pretty(operation.arguments)
-        forms[kind] = DecisionForm(initial=initial, operation=operation)
+        forms[kind] = DecisionForm(initial=initial, operation=operation, auto_id=_auto_id(kind))
     if bound is not None and bound.data.get("kind") in forms:
         forms[bound.data["kind"]] = bound
     return forms
@@ -111,6 +114,32 @@ def _folded(arguments: dict) -> list[dict]:
             {"key": key, "text": text, "summary": text[:80].replace("\n", " ") if long else ""}
         )
     return rows
+
+
+def _auto_id(kind: str | None) -> str:
+    """Four forms share one page: each gets its own element ids."""
+    return f"{kind if kind in DECISION_KINDS else 'decision'}-%s"
+
+
+def _field_of(problem: str) -> str:
+    """Where a refusal from the services belongs on the form."""
+    if problem.startswith(("arguments", "rollback_kind")):
+        return "arguments"
+    return "comment"
+
+
+def _confirmation(kind: str, operation: Operation) -> str:
+    if kind in (Decision.Kind.REJECT, Decision.Kind.REPLY):
+        return "Rejected; the agent reads your " + (
+            "reply." if kind == Decision.Kind.REPLY else "reason."
+        )
+    if operation.status == Operation.Status.PROPOSED:
+        return "Your approval is recorded; another reviewer must approve too."
+    return (
+        "Approved; a worker carries it out now."
+        if operation.executor == "server"
+        else ("Approved; the agent carries it out now.")
+    )
 
 
 def _pretty(value) -> str:

@@ -1,0 +1,174 @@
+import re
+from datetime import timedelta
+
+import pytest
+from django.conf import settings
+from django.utils import timezone
+
+from runs.models import Operation, Role
+from runs.permissions import role_group
+from runs.services.runs import open_session, start_run
+from tests.conftest import AGENT, make_user
+
+HTMX = {"HX-Request": "true"}
+
+
+def listed(page: str) -> list[int]:
+    """The operations in the queue, in the order shown."""
+    return [int(pk) for pk in re.findall(r'<tr id="op-(\d+)"', page)]
+
+
+def nav_count(page: str) -> int:
+    return int(re.search(r'id="nav-pending"[^>]*>(\d+)<', page)[1])
+
+
+def version_of(fragment: str) -> str:
+    return re.search(r"hx-vals='\{\"since\": \"([^\"]+)\"\}'", fragment)[1]
+
+
+@pytest.fixture
+def other_run(other_project, outsider):
+    session = open_session(project=other_project, owner=outsider, agent="elsewhere-agent")
+    return start_run(session=session, goal="Tidy the other warehouse", actor=AGENT)
+
+
+def test_anonymous_is_sent_to_login(client):
+    response = client.get("/approvals/")
+    assert response.status_code == 302
+    assert response["Location"] == "/accounts/login/?next=/approvals/"
+
+
+def test_wrong_method_is_refused(client, reviewer):
+    client.force_login(reviewer)
+    assert client.post("/approvals/").status_code == 405
+
+
+@pytest.mark.parametrize("role", ["auditor", "admin_user"])
+def test_members_who_cannot_decide_are_refused(client, request, role):
+    client.force_login(request.getfixturevalue(role))
+    assert client.get("/approvals/").status_code == 403
+
+
+def test_reviewer_sees_the_projects_proposals_oldest_first(client, reviewer, propose):
+    first, second, third = propose("call-1"), propose("call-2"), propose("call-3")
+    now = timezone.now()
+    for op, minutes_ago in [(first, 3), (second, 1), (third, 2)]:
+        Operation.objects.filter(pk=op.pk).update(created_at=now - timedelta(minutes=minutes_ago))
+    client.force_login(reviewer)
+
+    page = client.get("/approvals/").text
+
+    assert listed(page) == [first.pk, third.pk, second.pk]
+    for op in (first, second, third):
+        assert f'href="/operations/{op.pk}/"' in page
+    assert "Pay the supplier invoice" in page
+
+
+def test_other_projects_proposals_are_not_listed(client, reviewer, outsider, propose, other_run):
+    mine, theirs = propose("call-1"), propose("call-9", target=other_run)
+
+    client.force_login(reviewer)
+    assert listed(client.get("/approvals/").text) == [mine.pk]
+    client.force_login(outsider)
+    page = client.get("/approvals/").text
+    assert listed(page) == [theirs.pk]
+    assert "Pay the supplier invoice" not in page
+
+
+@pytest.fixture
+def reviewer_of_both(project, other_project):
+    user = make_user("both", project, Role.REVIEWER)
+    other_project.memberships.create(user=user, role=role_group(Role.REVIEWER))
+    return user
+
+
+@pytest.fixture
+def varied_queue(propose, other_run) -> dict[str, Operation]:
+    """Proposals of several actions and risks in two projects, by call id."""
+    ops = [
+        propose("transfer"),
+        propose("deploy", action="deploy.service", arguments={"service": "api"}, risk="low"),
+        propose("big-transfer", risk=Operation.Risk.HIGH),
+        propose("elsewhere", target=other_run),
+    ]
+    return {op.call_id: op for op in ops}
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("", ["transfer", "deploy", "big-transfer", "elsewhere"]),
+        ("project=other", ["elsewhere"]),
+        ("action=deploy.service", ["deploy"]),
+        ("risk=high", ["big-transfer"]),
+        ("project=acme&action=ledger.transfer&risk=medium", ["transfer"]),
+    ],
+)
+def test_filters_narrow_the_queue(client, reviewer_of_both, varied_queue, query, expected):
+    client.force_login(reviewer_of_both)
+    page = client.get(f"/approvals/?{query}").text
+    assert listed(page) == [varied_queue[call_id].pk for call_id in expected]
+
+
+def test_title_and_navigation_show_how_many_wait(client, reviewer, propose):
+    propose("call-1"), propose("call-2")
+    client.force_login(reviewer)
+
+    page = client.get("/approvals/").text
+
+    assert "<title>(2) Approvals · Oversight</title>" in page
+    assert nav_count(page) == 2
+    assert "2 operations waiting for a decision" in page
+
+
+def test_operation_waiting_longer_than_the_sla_is_marked_overdue(client, reviewer, propose):
+    old, fresh = propose("call-1"), propose("call-2")
+    late = timezone.now() - timedelta(minutes=settings.OVERSIGHT_REVIEW_SLA_MINUTES + 1)
+    Operation.objects.filter(pk=old.pk).update(created_at=late)
+    client.force_login(reviewer)
+
+    page = client.get("/approvals/").text
+
+    assert f'<tr id="op-{old.pk}" class="overdue">' in page
+    assert f'<tr id="op-{fresh.pk}" class="">' in page
+    assert page.count('<strong class="flag">overdue</strong>') == 1
+
+
+def test_htmx_poll_gets_only_the_queue_with_the_navigation_count(client, reviewer, propose):
+    propose("call-1")
+    client.force_login(reviewer)
+
+    fragment = client.get("/approvals/", headers=HTMX).text
+
+    assert "<html" not in fragment
+    assert fragment.lstrip().startswith('<section id="queue"')
+    assert re.search(r'<span id="nav-pending"[^>]*hx-swap-oob="true"[^>]*>1</span>', fragment)
+
+
+def test_htmx_poll_of_an_unchanged_queue_swaps_nothing(client, reviewer, propose):
+    propose("call-1")
+    client.force_login(reviewer)
+    since = version_of(client.get("/approvals/", headers=HTMX).text)
+
+    unchanged = client.get("/approvals/", {"since": since}, headers=HTMX)
+    assert unchanged.status_code == 204
+    assert unchanged.content == b""
+
+    new = propose("call-2")
+    changed = client.get("/approvals/", {"since": since}, headers=HTMX)
+    assert changed.status_code == 200
+    assert 'id="queue"' in changed.text
+    assert f'id="op-{new.pk}"' in changed.text
+
+
+@pytest.mark.parametrize("count", [5, 500])
+def test_query_count_does_not_grow_with_the_queue(
+    client, reviewer, propose, count, django_assert_max_num_queries
+):
+    for n in range(count):
+        propose(f"call-{n}")
+    client.force_login(reviewer)
+    client.get("/approvals/")  # The first visit stores the time zone in the session.
+    with django_assert_max_num_queries(9):
+        page = client.get("/approvals/").text
+    assert len(listed(page)) == count

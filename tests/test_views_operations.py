@@ -1,0 +1,285 @@
+import re
+import threading
+
+import pytest
+from django.db import connection
+from django.test import Client
+
+from runs.models import Decision, Operation
+from tests.helpers import decide_on, stored
+
+HTMX = {"HX-Request": "true"}
+EMAIL = {"to": ["ops@example.com"], "subject": "Report", "body": "All green."}
+
+
+def page_of(op: Operation) -> str:
+    return f"/operations/{op.pk}/"
+
+
+def post_decision(client: Client, op: Operation, kind: str = "approve", **fields):
+    """Submit a decision form as the page renders it: bound to the arguments shown."""
+    op.refresh_from_db()
+    data = {"kind": kind, "arguments_hash": op.arguments_hash, **fields}
+    return client.post(f"/operations/{op.pk}/decide/", data)
+
+
+def argument_shown(page: str, key: str) -> str:
+    return re.search(rf"<dt><code>{key}</code></dt>\s*<dd><pre class=\"code\">(.*?)</pre>", page)[1]
+
+
+def field_errors(page: str) -> list[str]:
+    return re.findall(r'<p class="error field-error" role="alert">(.*?)</p>', page)
+
+
+@pytest.fixture
+def op(propose) -> Operation:
+    return propose("call-1")
+
+
+@pytest.fixture
+def as_reviewer(client, reviewer) -> Client:
+    client.force_login(reviewer)
+    return client
+
+
+# --- The operation page ---------------------------------------------------------------
+
+
+def test_anonymous_is_sent_to_login(client, op):
+    response = client.get(page_of(op))
+    assert response.status_code == 302
+    assert response["Location"] == f"/accounts/login/?next={page_of(op)}"
+
+
+def test_other_projects_reviewer_gets_not_found(client, outsider, op):
+    client.force_login(outsider)
+    assert client.get(page_of(op)).status_code == 404
+
+
+def test_auditor_sees_the_operation_but_no_decision_forms(client, auditor, op):
+    client.force_login(auditor)
+    response = client.get(page_of(op))
+    assert response.status_code == 200
+    assert "does not include deciding" in response.text
+    assert "/decide/" not in response.text
+
+
+def test_page_shows_what_a_reviewer_needs_to_decide(as_reviewer, op):
+    page = as_reviewer.get(page_of(op)).text
+
+    assert "Pay the supplier invoice" in page
+    assert argument_shown(page, "amount") == "100"
+    assert argument_shown(page, "from") == "&quot;A&quot;"
+    assert "A holds at least 100 when the transfer is made." in page
+    assert "compensating operation — A compensating transfer of 100 from B back to A." in page
+    assert f"<code>{op.idempotency_key}</code>" in page
+    assert "<code>operation.proposed</code>" in page
+    assert "0 of 1" in page
+
+
+# --- Deciding: who and how ------------------------------------------------------------
+
+
+def test_decide_wrong_method_is_refused(as_reviewer, op):
+    assert as_reviewer.get(f"/operations/{op.pk}/decide/").status_code == 405
+
+
+@pytest.mark.parametrize(("role", "status"), [("auditor", 403), ("outsider", 404)])
+def test_decide_without_the_role_is_refused(client, request, op, role, status):
+    client.force_login(request.getfixturevalue(role))
+    before = stored()
+    assert post_decision(client, op).status_code == status
+    assert stored() == before
+
+
+def test_decide_needs_the_csrf_token(reviewer, op):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(reviewer)
+    data = {"kind": "approve", "arguments_hash": op.arguments_hash}
+
+    assert client.post(f"/operations/{op.pk}/decide/", data).status_code == 403
+    op.refresh_from_db()
+    assert op.status == Operation.Status.PROPOSED
+
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', client.get(page_of(op)).text)
+    data["csrfmiddlewaretoken"] = token[1]
+    assert client.post(f"/operations/{op.pk}/decide/", data).status_code == 302
+
+
+def test_approve_redirects_to_the_page_and_approves(as_reviewer, op):
+    response = post_decision(as_reviewer, op)
+
+    assert response.status_code == 302
+    assert response["Location"] == page_of(op)
+    op.refresh_from_db()
+    assert op.status == Operation.Status.APPROVED
+    assert "Approved; a worker carries it out now." in as_reviewer.get(page_of(op)).text
+
+
+def test_reject_without_a_reason_is_refused_and_changes_nothing(as_reviewer, op):
+    before = stored()
+
+    response = post_decision(as_reviewer, op, "reject")
+
+    assert response.status_code == 400
+    assert "Say why you reject it." in field_errors(response.text)
+    assert '<details class="more" open>' in response.text
+    assert stored() == before
+
+
+def test_reply_rejects_with_the_reply_as_the_agents_result(as_reviewer, op):
+    response = post_decision(as_reviewer, op, "reply", comment="Use account C instead.")
+
+    assert response.status_code == 302
+    op.refresh_from_db()
+    assert op.status == Operation.Status.REJECTED
+    assert op.result == {"decision": "rejected", "reply": "Use account C instead."}
+
+
+# --- Editing the arguments ------------------------------------------------------------
+
+
+def test_edit_with_invalid_json_shows_the_json_error(as_reviewer, op):
+    before = stored()
+
+    response = post_decision(as_reviewer, op, "edit", arguments='{"from": "A",')
+
+    assert response.status_code == 400
+    assert any(e.startswith("Not valid JSON: ") for e in field_errors(response.text))
+    assert 'aria-invalid="true"' in response.text
+    assert stored() == before
+
+
+def test_edit_breaking_the_actions_schema_shows_the_field_error(as_reviewer, op):
+    before = stored()
+
+    response = post_decision(
+        as_reviewer, op, "edit", arguments='{"from": "A", "to": "B", "amount": -5}'
+    )
+
+    assert response.status_code == 400
+    assert field_errors(response.text) == ["arguments.amount: Input should be greater than 0"]
+    assert "&quot;amount&quot;: -5" in response.text  # The reviewer's text is kept.
+    assert stored() == before
+
+
+def test_edit_changes_the_arguments_and_the_page_shows_the_diff(as_reviewer, op):
+    response = post_decision(
+        as_reviewer, op, "edit", arguments='{"from": "A", "to": "B", "amount": 50}'
+    )
+
+    assert response.status_code == 302
+    op.refresh_from_db()
+    assert (op.status, op.arguments["amount"]) == (Operation.Status.APPROVED, 50)
+    assert op.proposed_arguments["amount"] == 100
+    page = as_reviewer.get(page_of(op)).text
+    assert "Edited by a reviewer" in page
+    assert '<span class="del">-   &quot;amount&quot;: 100,</span>' in page
+    assert '<span class="add">+   &quot;amount&quot;: 50,</span>' in page
+
+
+# --- Irreversible operations and four eyes --------------------------------------------
+
+
+def test_irreversible_operation_needs_the_action_name_typed(as_reviewer, propose):
+    email = propose("mail", action="email.send", arguments=EMAIL, rollback_kind="out_of_band")
+    assert "Type <code>email.send</code> to confirm" in as_reviewer.get(page_of(email)).text
+
+    refused = post_decision(as_reviewer, email, confirm="email")
+    assert refused.status_code == 400
+    assert "This cannot be undone: type email.send to confirm." in field_errors(refused.text)
+    email.refresh_from_db()
+    assert email.status == Operation.Status.PROPOSED
+
+    assert post_decision(as_reviewer, email, confirm="email.send").status_code == 302
+    email.refresh_from_db()
+    assert email.status == Operation.Status.APPROVED
+
+
+def test_run_owner_cannot_decide(client, owner, op):
+    client.force_login(owner)
+    assert "You own this run" in client.get(page_of(op)).text
+    before = stored()
+
+    response = post_decision(client, op)
+
+    assert response.status_code == 400
+    assert "someone else must decide on it" in response.text
+    assert stored() == before
+
+
+def test_high_risk_operation_needs_two_different_reviewers(client, reviewer, reviewer2, propose):
+    risky = propose("call-1", risk=Operation.Risk.HIGH)
+    client.force_login(reviewer)
+
+    assert post_decision(client, risky).status_code == 302
+    risky.refresh_from_db()
+    assert risky.status == Operation.Status.PROPOSED
+    page = client.get(page_of(risky)).text
+    assert "1 of 2: reviewer" in page
+    assert "A second, different reviewer must approve too." in page
+
+    assert post_decision(client, risky).status_code == 400
+    assert risky.decisions.count() == 1
+
+    client.force_login(reviewer2)
+    assert post_decision(client, risky).status_code == 302
+    risky.refresh_from_db()
+    assert risky.status == Operation.Status.APPROVED
+
+
+def approve_at_once(op: Operation, reviewers) -> list[int]:
+    """Each reviewer posts an approval from their own thread and connection, released
+    together; returns the response statuses."""
+    start, statuses = threading.Barrier(len(reviewers)), []
+
+    def approve(user) -> None:
+        try:
+            client = Client()
+            client.force_login(user)
+            start.wait(timeout=10)
+            statuses.append(post_decision(client, Operation.objects.get(pk=op.pk)).status_code)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=approve, args=(user,)) for user in reviewers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return sorted(statuses)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("risk", "statuses", "approvals"),
+    [(Operation.Risk.HIGH, [302, 302], 2), (Operation.Risk.MEDIUM, [302, 400], 1)],
+)
+def test_simultaneous_approvals_have_one_consistent_outcome(
+    reviewer, reviewer2, propose, risk, statuses, approvals
+):
+    op = propose("call-1", risk=risk)
+
+    assert approve_at_once(op, [reviewer, reviewer2]) == statuses
+
+    op.refresh_from_db()
+    assert op.status == Operation.Status.APPROVED
+    assert op.decisions.filter(kind=Decision.Kind.APPROVE).count() == approvals
+    assert op.checkpoints.filter(to_status=Operation.Status.APPROVED).count() == 1
+
+
+# --- The live outcome panel -----------------------------------------------------------
+
+
+def test_outcome_fragment_polls_until_the_operation_ends(as_reviewer, reviewer2, op):
+    live = as_reviewer.get(f"/operations/{op.pk}/outcome/", headers=HTMX).text
+    assert "<html" not in live
+    assert live.lstrip().startswith('<section id="outcome"')
+    assert 'hx-trigger="every 2s"' in live
+
+    decide_on(op, reviewer2, Decision.Kind.REJECT, comment="Not this month.")
+
+    ended = as_reviewer.get(f"/operations/{op.pk}/outcome/", headers=HTMX).text
+    assert "hx-trigger" not in ended
+    assert "Rejected" in ended
+    assert "Not this month." in ended

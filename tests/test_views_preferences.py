@@ -1,0 +1,64 @@
+import re
+
+import pytest
+from django.test import Client
+
+from runs.models import Preferences
+
+
+def zones_shown(page: str) -> set[str]:
+    """The time zone abbreviation of every time on the page (the hover title)."""
+    return set(re.findall(r'<time datetime="[^"]+" title="[^"]+ (\w+)">', page))
+
+
+@pytest.fixture
+def as_reviewer(client, reviewer) -> Client:
+    client.force_login(reviewer)
+    return client
+
+
+def test_anonymous_is_sent_to_login(client):
+    response = client.get("/account/")
+    assert response.status_code == 302
+    assert response["Location"] == "/accounts/login/?next=/account/"
+
+
+def test_preferences_page_offers_the_time_zones(as_reviewer):
+    response = as_reviewer.get("/account/")
+    assert response.status_code == 200
+    assert '<option value="Asia/Tokyo">Asia/Tokyo</option>' in response.text
+
+
+def test_times_are_shown_in_the_chosen_time_zone(as_reviewer, reviewer, run):
+    assert zones_shown(as_reviewer.get(f"/runs/{run.pk}/").text) == {"UTC"}
+
+    response = as_reviewer.post("/account/", {"time_zone": "Asia/Tokyo"}, follow=True)
+
+    assert response.redirect_chain == [("/account/", 302)]
+    assert "Preferences saved." in response.text
+    assert '<option value="Asia/Tokyo" selected>' in response.text
+    assert Preferences.objects.get(user=reviewer).time_zone == "Asia/Tokyo"
+    page = as_reviewer.get(f"/runs/{run.pk}/").text
+    assert zones_shown(page) == {"JST"}
+    assert re.search(r'<time datetime="[^"]+\+09:00"', page)
+
+
+def test_time_zone_is_kept_for_the_next_sign_in(client, reviewer, run):
+    client.force_login(reviewer)
+    client.post("/account/", {"time_zone": "Asia/Tokyo"})
+    client.logout()
+
+    client.force_login(reviewer)
+
+    assert zones_shown(client.get(f"/runs/{run.pk}/").text) == {"JST"}
+
+
+def test_unknown_time_zone_is_refused(as_reviewer, reviewer):
+    response = as_reviewer.post("/account/", {"time_zone": "Mars/Olympus_Mons"})
+
+    assert "Preferences saved." not in response.text
+    assert "Select a valid choice. Mars/Olympus_Mons is not one of the available" in response.text
+    # The select points at its error with aria-describedby; the error must be there.
+    assert 'aria-describedby="id_time_zone_error"' in response.text
+    assert 'id="id_time_zone_error"' in response.text
+    assert not Preferences.objects.filter(user=reviewer, time_zone="Mars/Olympus_Mons").exists()

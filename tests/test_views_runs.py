@@ -1,0 +1,252 @@
+import html
+import re
+from datetime import UTC, datetime
+
+import pytest
+from django.test import Client
+
+from runs.models import Operation, Role, Run
+from runs.payloads import MessageKind
+from runs.permissions import role_group
+from runs.services.artifacts import attach_artifact
+from runs.services.runs import (
+    AWAITING_DECISION,
+    append_message,
+    finish_run,
+    open_session,
+    request_input,
+    start_run,
+)
+from tests.conftest import AGENT, make_user
+from tests.helpers import stored
+
+REASON = "supplier under investigation"
+
+
+def shown(page: str, goals) -> set[str]:
+    return {goal for goal in goals if f"<td>{goal}</td>" in page}
+
+
+@pytest.fixture
+def member_of_both(project, other_project):
+    user = make_user("both", project, Role.AUDITOR)
+    other_project.memberships.create(user=user, role=role_group(Role.AUDITOR))
+    return user
+
+
+@pytest.fixture
+def varied_runs(session, other_project, outsider, propose) -> dict[str, Run]:
+    """Runs in every state the filters tell apart, by goal."""
+    helper = open_session(project=session.project, owner=session.owner, agent="helper-bot")
+    elsewhere = open_session(project=other_project, owner=outsider, agent="test-agent")
+    runs = {
+        goal: start_run(session=on, goal=goal, actor=AGENT)
+        for goal, on in [
+            ("Pay Alpha", session),
+            ("Ask Bravo", session),
+            ("Close Charlie", session),
+            ("Help Delta", helper),
+            ("Visit Echo", elsewhere),
+        ]
+    }
+    propose("call-1", target=runs["Pay Alpha"])
+    request_input(run=runs["Ask Bravo"], question="Which invoice?", actor=AGENT)
+    finish_run(run=runs["Close Charlie"], status=Run.Status.COMPLETED, actor=AGENT)
+    Run.objects.filter(pk=runs["Close Charlie"].pk).update(
+        created_at=datetime(2024, 1, 10, tzinfo=UTC)
+    )
+    return runs
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("", {"Pay Alpha", "Ask Bravo", "Close Charlie", "Help Delta", "Visit Echo"}),
+        ("status=waiting", {"Pay Alpha", "Ask Bravo"}),
+        ("status=completed", {"Close Charlie"}),
+        ("reason=needs_input", {"Ask Bravo"}),
+        ("reason=approval", {"Pay Alpha"}),
+        ("project=other", {"Visit Echo"}),
+        ("agent=helper-bot", {"Help Delta"}),
+        ("until=2024-01-31", {"Close Charlie"}),
+        ("since=2024-02-01", {"Pay Alpha", "Ask Bravo", "Help Delta", "Visit Echo"}),
+        ("since=2024-01-01&until=2024-01-10", {"Close Charlie"}),
+    ],
+)
+def test_run_list_filters(client, member_of_both, varied_runs, query, expected):
+    client.force_login(member_of_both)
+    page = client.get(f"/runs/?{query}").text
+    assert shown(page, varied_runs) == expected
+
+
+def test_run_list_shows_only_the_users_projects(client, reviewer, varied_runs):
+    client.force_login(reviewer)
+    assert "Visit Echo" not in shown(client.get("/runs/").text, varied_runs)
+
+
+@pytest.mark.parametrize("count", [5, 60])
+def test_run_list_query_count_does_not_grow_with_runs(
+    client, reviewer, session, propose, count, django_assert_max_num_queries
+):
+    for n in range(count):
+        propose("call-1", target=start_run(session=session, goal=f"Goal {n}", actor=AGENT))
+    client.force_login(reviewer)
+    client.get("/runs/")  # The first visit stores the time zone in the session.
+    with django_assert_max_num_queries(8):
+        assert client.get("/runs/").status_code == 200
+
+
+# --- The run page ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def as_reviewer(client, reviewer) -> Client:
+    client.force_login(reviewer)
+    return client
+
+
+def test_run_page_shows_status_wait_and_goal(as_reviewer, run, propose):
+    op = propose("call-1")
+
+    page = as_reviewer.get(f"/runs/{run.pk}/").text
+
+    assert '<span class="status status-waiting">Waiting</span>' in page
+    assert (
+        f"Waiting for <strong>Approval</strong>. Unblocked by: {html.escape(AWAITING_DECISION)}"
+        in page
+    )
+    assert '<p class="goal">Pay the supplier invoice</p>' in page
+    assert f'<a href="/operations/{op.pk}/">Operation {op.pk}</a>' in page
+
+
+def test_run_page_timeline_tells_the_story_in_order(as_reviewer, run, propose):
+    append_message(
+        run=run, kind=MessageKind.AGENT, payload={"text": "Looking up the invoice"}, actor=AGENT
+    )
+    propose("call-1")
+
+    page = as_reviewer.get(f"/runs/{run.pk}/").text
+    timeline = page[page.index('<ol class="timeline">') :]
+
+    story = [
+        "<code>run.created</code>",
+        "Looking up the invoice",
+        "<code>ledger.transfer</code></a> (Medium risk)",
+        "<code>operation.proposed</code>",
+    ]
+    positions = [timeline.index(entry) for entry in story]
+    assert positions == sorted(positions)
+
+
+def test_artifact_is_listed_and_downloads_as_an_attachment(as_reviewer, run):
+    attach_artifact(run=run, name="reports/summary.txt", content=b"total: 100\n", actor=AGENT)
+
+    page = as_reviewer.get(f"/runs/{run.pk}/").text
+    link = re.search(r'<a href="(/runs/\d+/artifacts/\d+/)">reports/summary.txt</a>', page)
+    assert "11 bytes" in page
+
+    response = as_reviewer.get(link[1])
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == 'attachment; filename="summary.txt"'
+    assert response["Content-Type"] == "text/plain"
+    assert b"".join(response.streaming_content) == b"total: 100\n"
+    response.close()
+
+
+def test_artifact_of_another_run_is_not_found(as_reviewer, run, session):
+    attach_artifact(run=run, name="summary.txt", content=b"x", actor=AGENT)
+    ref = run.checkpoints.get(event="artifact.attached").artifact_refs.get()
+    second = start_run(session=session, goal="Another goal", actor=AGENT)
+    assert as_reviewer.get(f"/runs/{second.pk}/artifacts/{ref.pk}/").status_code == 404
+
+
+def test_other_projects_run_and_artifacts_are_not_found(client, outsider, run):
+    attach_artifact(run=run, name="summary.txt", content=b"x", actor=AGENT)
+    ref = run.checkpoints.get(event="artifact.attached").artifact_refs.get()
+    client.force_login(outsider)
+    assert client.get(f"/runs/{run.pk}/").status_code == 404
+    assert client.get(f"/runs/{run.pk}/artifacts/{ref.pk}/").status_code == 404
+
+
+# --- Cancelling -----------------------------------------------------------------------
+
+
+def cancel_url(run: Run) -> str:
+    return f"/runs/{run.pk}/cancel/"
+
+
+def test_admin_is_asked_to_confirm_with_a_reason(client, admin_user, run):
+    client.force_login(admin_user)
+    assert f'href="{cancel_url(run)}"' in client.get(f"/runs/{run.pk}/").text
+
+    page = client.get(cancel_url(run)).text
+
+    assert f"Cancel run {run.pk}?" in page
+    assert '<textarea name="reason"' in page
+
+
+def test_reviewer_is_not_offered_the_cancel_link(as_reviewer, run):
+    assert cancel_url(run) not in as_reviewer.get(f"/runs/{run.pk}/").text
+
+
+@pytest.mark.parametrize("method", ["get", "post"])
+@pytest.mark.parametrize(("role", "status"), [("reviewer", 403), ("outsider", 404)])
+def test_cancel_without_the_role_is_refused(client, request, run, method, role, status):
+    client.force_login(request.getfixturevalue(role))
+    before = stored()
+    assert getattr(client, method)(cancel_url(run), {"reason": REASON}).status_code == status
+    assert stored() == before
+
+
+def test_cancel_wrong_method_is_refused(client, admin_user, run):
+    client.force_login(admin_user)
+    assert client.put(cancel_url(run)).status_code == 405
+
+
+def test_cancel_without_a_reason_is_refused_and_changes_nothing(client, admin_user, run, propose):
+    propose("call-1")
+    client.force_login(admin_user)
+    before = stored()
+
+    response = client.post(cancel_url(run), {"reason": ""})
+
+    assert response.status_code == 400
+    assert '<p class="error field-error" role="alert">This field is required.</p>' in response.text
+    assert stored() == before
+
+
+def test_cancel_stops_the_run_and_its_pending_operation(client, admin_user, run, propose):
+    op = propose("call-1")
+    client.force_login(admin_user)
+
+    response = client.post(cancel_url(run), {"reason": REASON})
+
+    assert response.status_code == 302
+    assert response["Location"] == f"/runs/{run.pk}/"
+    run.refresh_from_db()
+    op.refresh_from_db()
+    assert (run.status, run.outcome) == (Run.Status.CANCELLED, REASON)
+    assert op.status == Operation.Status.CANCELLED
+    page = client.get(response["Location"]).text
+    assert '<span class="status status-cancelled">Cancelled</span>' in page
+    assert "The run is cancelled; nothing more will fire." in page
+    assert cancel_url(run) not in page
+
+
+def test_cancelling_a_finished_run_is_refused_with_the_reason(client, admin_user, run):
+    finish_run(run=run, status=Run.Status.COMPLETED, actor=AGENT)
+    client.force_login(admin_user)
+
+    response = client.post(cancel_url(run), {"reason": REASON})
+
+    assert response.status_code == 400
+    assert f"run {run.pk} already ended completed" in response.text
+
+
+def test_cancel_needs_the_csrf_token(admin_user, run):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(admin_user)
+
+    assert client.post(cancel_url(run), {"reason": REASON}).status_code == 403
+    run.refresh_from_db()
+    assert run.status == Run.Status.RUNNING
