@@ -141,7 +141,8 @@ def test_htmx_poll_gets_only_the_queue_with_the_navigation_count(client, reviewe
     fragment = client.get("/approvals/", headers=HTMX).text
 
     assert "<html" not in fragment
-    assert fragment.lstrip().startswith('<section id="queue"')
+    assert fragment.lstrip().startswith("<title>(1) Approvals")
+    assert '<section id="queue"' in fragment
     assert re.search(r'<span id="nav-pending"[^>]*hx-swap-oob="true"[^>]*>1</span>', fragment)
 
 

@@ -104,8 +104,9 @@ class Execution:
             Operation.RollbackKind.COMPENSATING: (self.action.compensate, Status.COMPENSATED),
         }
         if kind not in steps:
+            plan = Operation.RollbackKind(kind).label
             return self._alert(
-                f"verification failed ({why}); rollback kind {kind}: a person must reconcile"
+                f"verification failed ({why}); rollback is {plan}: a person must reconcile"
             )
         step, outcome = steps[kind]
         try:

@@ -1,0 +1,83 @@
+"""Browser tests: Debian's chromium driven by Playwright against pytest-django's live
+server (a transactional database that the server thread and the test share).
+
+Never run ``playwright install``: the browser is the system's chromium."""
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+# Playwright's sync API runs an event loop in this thread; Django would otherwise
+# refuse the test's own database queries as "async unsafe".
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+
+from playwright.sync_api import Page, expect, sync_playwright
+
+CHROMIUM = shutil.which("chromium")
+SKIP_REASON = "browser tests need Debian's chromium on PATH (apt-get install -y chromium)"
+LAUNCH_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TIMEOUT_MS = 10_000
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parents[1]
+SCREENSHOTS = REPO_ROOT / "test-artifacts" / "screenshots"
+PASSWORD = "pw"
+
+expect.set_options(timeout=TIMEOUT_MS)
+
+
+def pytest_collection_modifyitems(config, items):
+    if CHROMIUM:
+        return
+    skip = pytest.mark.skip(reason=SKIP_REASON)
+    for item in items:
+        if HERE in Path(str(item.path)).resolve().parents:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not CHROMIUM:
+        pytest.skip(SKIP_REASON)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, live_server):
+    """A fresh browser context (no cookies) per test, pointed at the live server."""
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+def sign_in(page: Page, user, password: str = PASSWORD) -> None:
+    """Sign in through the login form, as a person would."""
+    page.goto("/accounts/login/")
+    page.get_by_label("Username").fill(user.get_username())
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+
+
+def screenshot(page: Page, name: str) -> Path:
+    """Save a full-page PNG under test-artifacts/screenshots/ (git-ignored)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{re.sub(r'[^A-Za-z0-9_.-]+', '-', name)}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
