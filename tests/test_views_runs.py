@@ -211,7 +211,8 @@ def test_cancel_without_a_reason_is_refused_and_changes_nothing(client, admin_us
     response = client.post(cancel_url(run), {"reason": ""})
 
     assert response.status_code == 400
-    assert '<p class="error field-error" role="alert">This field is required.</p>' in response.text
+    assert 'id="id_reason_error" role="alert">This field is required.</p>' in response.text
+    assert 'aria-describedby="id_reason_error"' in response.text
     assert stored() == before
 
 
