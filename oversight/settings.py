@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django_htmx",
+    "ninja",
     "runs",
 ]
 
@@ -48,6 +49,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "runs.middleware.UserTimeZoneMiddleware",
+    "runs.api.replay.IdempotencyKeyMiddleware",
 ]
 
 ROOT_URLCONF = "oversight.urls"
@@ -164,6 +166,18 @@ OVERSIGHT_REVIEW_SLA_MINUTES = env_int("OVERSIGHT_REVIEW_SLA_MINUTES", 30, minim
 OVERSIGHT_BASE_URL = env_str("OVERSIGHT_BASE_URL", "http://127.0.0.1:8000")
 # Reviewers get at most one email per this many minutes about new pending operations.
 OVERSIGHT_NOTIFY_BATCH_MINUTES = env_int("OVERSIGHT_NOTIFY_BATCH_MINUTES", 5, minimum=1)
+# The agent API's limits: whole request body, operation arguments, message payloads,
+# nesting depth, long-poll wait, page size.
+OVERSIGHT_API_MAX_BODY_BYTES = env_int("OVERSIGHT_API_MAX_BODY_BYTES", 8 * 2**20, minimum=1024)
+OVERSIGHT_API_MAX_ARGUMENTS_BYTES = env_int(
+    "OVERSIGHT_API_MAX_ARGUMENTS_BYTES", 256 * 1024, minimum=1
+)
+OVERSIGHT_API_MAX_MESSAGE_BYTES = env_int("OVERSIGHT_API_MAX_MESSAGE_BYTES", 64 * 1024, minimum=1)
+OVERSIGHT_API_MAX_DEPTH = env_int("OVERSIGHT_API_MAX_DEPTH", 20, minimum=1)
+OVERSIGHT_API_MAX_WAIT_SECONDS = env_int("OVERSIGHT_API_MAX_WAIT_SECONDS", 30, minimum=0)
+OVERSIGHT_API_MAX_PAGE = env_int("OVERSIGHT_API_MAX_PAGE", 500, minimum=1)
+DATA_UPLOAD_MAX_MEMORY_SIZE = OVERSIGHT_API_MAX_BODY_BYTES + 1024
+
 # Out-of-band alerts go to the project's admins by email, to these addresses, and to
 # the webhook if set; failed deliveries are retried up to the attempt limit.
 OVERSIGHT_ALERT_EMAILS = env_list("OVERSIGHT_ALERT_EMAILS")

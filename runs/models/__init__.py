@@ -6,12 +6,16 @@ from runs.models.operations import Decision, Operation
 from runs.models.outbox import SentEmail
 from runs.models.preferences import Preferences
 from runs.models.projects import ApprovalPolicy, Membership, Project, Role
+from runs.models.replays import ApiReplay
 from runs.models.runs import Message, Run, Session
+from runs.models.tokens import AgentToken
 
 __all__ = [
     "Account",
+    "AgentToken",
     "Alert",
     "AlertDelivery",
+    "ApiReplay",
     "ApprovalPolicy",
     "Artifact",
     "Checkpoint",

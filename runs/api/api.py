@@ -1,0 +1,102 @@
+"""The NinjaAPI instance: authentication, error bodies, and the URLs (exempt from the
+pages' login requirement: the API authenticates by token)."""
+
+from django.contrib.auth.decorators import login_not_required
+from django.http import Http404
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, ValidationError
+
+from runs.api.auth import PayloadTooLarge, TokenAuth
+from runs.api.endpoints import router
+from runs.api.limits import LimitExceeded
+from runs.errors import (
+    ArgumentsChanged,
+    ConflictingProposal,
+    DecisionRefused,
+    IllegalTransition,
+    InvalidInput,
+    NotPermitted,
+    OperationExpired,
+    OversightError,
+    RunClosed,
+    RunNotAccepting,
+    StaleVersion,
+)
+
+api = NinjaAPI(
+    title="Oversight agent API",
+    version="1",
+    description="Propose operations, wait for people's decisions, read results.",
+    auth=TokenAuth(),
+    urls_namespace="api",
+    openapi_url="/openapi.json",
+    docs_url="/docs",
+)
+api.add_router("", router)
+
+STATUS = {
+    ConflictingProposal: 409,
+    StaleVersion: 409,
+    RunClosed: 409,
+    RunNotAccepting: 409,
+    IllegalTransition: 409,
+    ArgumentsChanged: 409,
+    DecisionRefused: 409,
+    OperationExpired: 409,
+    NotPermitted: 403,
+    InvalidInput: 422,
+}
+
+
+def problem(request, status: int, error: str, detail: str, field: str | None = None):
+    return api.create_response(
+        request, {"error": error, "detail": detail, "field": field}, status=status
+    )
+
+
+@api.exception_handler(OversightError)
+def oversight_error(request, exc: OversightError):
+    detail = str(exc)
+    field = detail.split(":", 1)[0] if isinstance(exc, InvalidInput) and ":" in detail else None
+    return problem(request, STATUS.get(type(exc), 409), exc.code, detail, field)
+
+
+@api.exception_handler(LimitExceeded)
+def limit_exceeded(request, exc: LimitExceeded):
+    return problem(request, exc.status, "limit_exceeded", f"{exc.field}: {exc}", exc.field)
+
+
+@api.exception_handler(PayloadTooLarge)
+def payload_too_large(request, exc: PayloadTooLarge):
+    return problem(request, 413, "limit_exceeded", str(exc))
+
+
+def _field(loc) -> str:
+    """ninja's error location without its prefix: ("body", "body", "x") → "x"."""
+    parts = loc[2:] if loc[:1] == ("body",) else loc[1:]
+    return ".".join(str(part) for part in parts) or "body"
+
+
+@api.exception_handler(ValidationError)
+def invalid_request(request, exc: ValidationError):
+    fields = [_field(tuple(error.get("loc", ()))) for error in exc.errors]
+    detail = "; ".join(f"{f}: {e.get('msg')}" for f, e in zip(fields, exc.errors, strict=True))
+    return problem(request, 422, "invalid", detail, fields[0] if fields else None)
+
+
+@api.exception_handler(AuthenticationError)
+def unauthenticated(request, exc):
+    return problem(request, 401, "unauthenticated", "a valid agent token is required")
+
+
+@api.exception_handler(Http404)
+def not_found(request, exc):
+    return problem(request, 404, "not_found", "no such object in this token's project")
+
+
+def urls():
+    """The API's URL patterns, each exempt from LoginRequiredMiddleware."""
+    patterns, app_name, namespace = api.urls
+    for pattern in patterns:
+        pattern.callback = login_not_required(pattern.callback)
+    return patterns, app_name, namespace

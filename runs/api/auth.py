@@ -1,0 +1,33 @@
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+from ninja.security import HttpBearer
+
+from runs.models import AgentToken
+
+LAST_USE_GRANULARITY = timedelta(seconds=60)
+
+
+class PayloadTooLarge(Exception):
+    pass
+
+
+class TokenAuth(HttpBearer):
+    """``Authorization: Bearer ovs_…``. An unknown or revoked token is a 401. Runs
+    before the body is parsed, so an oversized body is refused (413) unread."""
+
+    def authenticate(self, request, token: str) -> AgentToken | None:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+        if length > settings.OVERSIGHT_API_MAX_BODY_BYTES:
+            raise PayloadTooLarge(
+                f"request body of {length} bytes is over {settings.OVERSIGHT_API_MAX_BODY_BYTES}"
+            )
+        agent_token = AgentToken.authenticate(token)
+        if agent_token is None:
+            return None
+        now = timezone.now()
+        if not agent_token.last_used_at or now - agent_token.last_used_at > LAST_USE_GRANULARITY:
+            AgentToken.objects.filter(pk=agent_token.pk).update(last_used_at=now)
+        request.agent_token = agent_token
+        return agent_token

@@ -1,0 +1,361 @@
+"""The agent API's endpoints. Each finds its objects within the token's project (a
+404 otherwise) and calls the same services the pages use."""
+
+import base64
+import binascii
+import time
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from ninja import Router
+
+from runs.actors import Actor
+from runs.api import schemas as s
+from runs.api.limits import LimitExceeded, check_json
+from runs.canonical import sha256_hex
+from runs.errors import InvalidInput, RunClosed, StaleVersion
+from runs.models import AgentToken, Artifact, Checkpoint, Operation, Run, Session
+from runs.services.alerts import raise_alert
+from runs.services.artifacts import attach_artifact, read_artifact
+from runs.services.decisions import expire_if_due
+from runs.services.proposals import propose_operation
+from runs.services.runs import append_message, finish_run, open_session, start_run
+from runs.transitions import lock_run, transition_operation
+
+router = Router()
+PROBLEMS = {401: s.Problem, 404: s.Problem, 409: s.Problem, 413: s.Problem, 422: s.Problem}
+
+
+def token(request) -> AgentToken:
+    return request.auth
+
+
+def agent(request) -> Actor:
+    return Actor.agent(token(request).name)
+
+
+def own_run(request, pk: int) -> Run:
+    return get_object_or_404(Run, pk=pk, project=token(request).project)
+
+
+def own_operation(request, pk: int) -> Operation:
+    return get_object_or_404(
+        Operation.objects.select_related("project"), pk=pk, project=token(request).project
+    )
+
+
+# --- sessions and runs ------------------------------------------------------------------
+
+
+@router.post("/sessions", response={201: s.SessionOut, **PROBLEMS}, tags=["runs"])
+def create_session(request, body: s.SessionIn):
+    me = token(request)
+    session = open_session(
+        project=me.project, owner=me.owner, agent=body.agent or me.name, title=body.title
+    )
+    return 201, s.SessionOut(
+        id=session.pk,
+        project=me.project.slug,
+        agent=session.agent,
+        title=session.title,
+        owner=me.owner.get_username(),
+    )
+
+
+@router.post("/runs", response={201: s.RunOut, **PROBLEMS}, tags=["runs"])
+def create_run(request, body: s.RunIn):
+    session = get_object_or_404(Session, pk=body.session, project=token(request).project)
+    retry_of = own_run(request, body.retry_of) if body.retry_of is not None else None
+    run = start_run(session=session, goal=body.goal, actor=agent(request), retry_of=retry_of)
+    return 201, s.RunOut.of(run)
+
+
+@router.get("/runs/{int:pk}", response={200: s.RunOut, **PROBLEMS}, tags=["runs"])
+def read_run(request, pk: int):
+    """The run's status, why it waits, its version, pending operations, and which of
+    the three recovery cases it is in ("where was I?")."""
+    return s.RunOut.of(own_run(request, pk))
+
+
+@router.post("/runs/{int:pk}/finish", response={200: s.RunOut, **PROBLEMS}, tags=["runs"])
+def finish(request, pk: int, body: s.FinishIn):
+    run = finish_run(
+        run=own_run(request, pk),
+        status=body.status,
+        actor=agent(request),
+        outcome=body.outcome,
+        expected_version=body.base_version,
+    )
+    return s.RunOut.of(run)
+
+
+@router.post("/runs/{int:pk}/messages", response={201: s.MessageOut, **PROBLEMS}, tags=["runs"])
+def add_message(request, pk: int, body: s.MessageIn):
+    check_json("payload", body.payload, max_bytes=settings.OVERSIGHT_API_MAX_MESSAGE_BYTES)
+    message = append_message(
+        run=own_run(request, pk),
+        kind=body.kind,
+        payload=body.payload,
+        actor=agent(request),
+        schema_version=body.schema_version,
+    )
+    return 201, s.MessageOut(seq=message.seq, run_version=message.run.version)
+
+
+@router.get(
+    "/runs/{int:pk}/checkpoints",
+    response={200: list[s.CheckpointOut], **PROBLEMS},
+    tags=["audit"],
+)
+def checkpoints(request, pk: int, after: int = 0, limit: int = 100):
+    """The run's checkpoints in order, ``limit`` at a time after seq ``after``."""
+    if not 1 <= limit <= settings.OVERSIGHT_API_MAX_PAGE:
+        raise LimitExceeded("limit", f"between 1 and {settings.OVERSIGHT_API_MAX_PAGE}")
+    rows = Checkpoint.objects.filter(run=own_run(request, pk), seq__gt=after).order_by("seq")
+    return [
+        s.CheckpointOut(
+            seq=c.seq,
+            at=c.created_at,
+            event=c.event,
+            from_status=c.from_status,
+            to_status=c.to_status,
+            actor_kind=c.actor_kind,
+            actor=c.actor_label,
+            reason=c.reason,
+            operation=c.operation_id,
+            state=c.state,
+            hash=c.hash,
+            prev_hash=c.prev_hash,
+        )
+        for c in rows[:limit]
+    ]
+
+
+# --- operations -------------------------------------------------------------------------
+
+
+@router.post(
+    "/runs/{int:pk}/operations",
+    response={200: s.OperationOut, 201: s.OperationOut, **PROBLEMS},
+    tags=["operations"],
+)
+def propose(request, pk: int, body: s.ProposalIn):
+    """Propose an operation. A repeat with the same call_id and arguments answers 200
+    with the existing operation; other arguments, a stale base_version, or a closed
+    run answer 409."""
+    check_json("arguments", body.arguments, max_bytes=settings.OVERSIGHT_API_MAX_ARGUMENTS_BYTES)
+    run = own_run(request, pk)
+    existed = run.operations.filter(call_id=body.call_id).exists()
+    operation = propose_operation(
+        run=run,
+        call_id=body.call_id,
+        action=body.action,
+        arguments=body.arguments,
+        risk=body.risk,
+        rollback_kind=body.rollback_kind,
+        base_version=body.base_version,
+        actor=agent(request),
+    )
+    return (200 if existed else 201), s.OperationOut.of(operation)
+
+
+@router.get("/operations/{int:pk}", response={200: s.OperationOut, **PROBLEMS}, tags=["operations"])
+def read_operation(request, pk: int, wait: int = 0, version: int | None = None):
+    """Read an operation. With ``wait=N`` (seconds, bounded) the answer comes as soon as
+    the operation changes from ``version`` (default: the version when asked), or after
+    N seconds with the operation as it is."""
+    if not 0 <= wait <= settings.OVERSIGHT_API_MAX_WAIT_SECONDS:
+        raise LimitExceeded("wait", f"between 0 and {settings.OVERSIGHT_API_MAX_WAIT_SECONDS}")
+    operation = own_operation(request, pk)
+    expire_if_due(operation, timezone.now())
+    known = operation.version if version is None else version
+    deadline = time.monotonic() + wait
+    while True:
+        operation.refresh_from_db()
+        if operation.version != known or time.monotonic() >= deadline:
+            return s.OperationOut.of(operation)
+        time.sleep(0.1)
+
+
+# --- operations the agent executes itself -----------------------------------------------
+
+
+def _agent_executed(request, pk: int) -> Operation:
+    operation = own_operation(request, pk)
+    if operation.executor != Operation.Executor.AGENT:
+        raise InvalidInput("operation: this one is executed by Oversight's workers")
+    return operation
+
+
+def _fenced(operation: Operation, epoch: int, *statuses: str) -> None:
+    if operation.fencing_epoch != epoch or operation.status not in statuses:
+        raise StaleVersion(
+            f"operation {operation.pk} is {operation.status} at epoch {operation.fencing_epoch}; "
+            f"epoch {epoch} no longer holds it"
+        )
+
+
+@router.post(
+    "/operations/{int:pk}/claim", response={200: s.ClaimOut, **PROBLEMS}, tags=["execution"]
+)
+def claim(request, pk: int, body: s.ClaimIn):
+    """Take an approved agent-executed operation with a lease and a new fencing epoch.
+    A second claim while the lease holds is a 409; after it expires, a claim takes over
+    (and ``intent`` says an earlier executor may have fired the effect: verify first)."""
+    operation = _agent_executed(request, pk)
+    now = timezone.now()
+    if expire_if_due(operation, now):
+        raise RunClosed(f"operation {pk} expired before it was claimed")
+    with transaction.atomic():
+        run = lock_run(operation.run_id)
+        operation.refresh_from_db()
+        if run.cancel_requested and operation.status == Operation.Status.APPROVED:
+            raise RunClosed(f"run {operation.run_id} is cancelled")
+        held = operation.lease_expires_at and operation.lease_expires_at > now
+        if operation.status != Operation.Status.APPROVED and (
+            operation.status != Operation.Status.IN_FLIGHT or held
+        ):
+            raise StaleVersion(f"operation {pk} is {operation.status} and cannot be claimed now")
+        epoch, expires = operation.fencing_epoch + 1, now + timedelta(seconds=body.lease_seconds)
+        executor = body.executor or token(request).name
+        transition_operation(
+            operation=operation,
+            to=Operation.Status.IN_FLIGHT,
+            event="operation.status"
+            if operation.status == "approved"
+            else "operation.lease_taken_over",
+            actor=agent(request),
+            reason=f"claimed by {executor}",
+            changes={"lease_owner": executor, "lease_expires_at": expires, "fencing_epoch": epoch},
+            detail={
+                "lease": {"owner": executor, "epoch": epoch, "expires_at": expires.isoformat()}
+            },
+        )
+    return s.ClaimOut(
+        operation=operation.pk,
+        epoch=epoch,
+        lease_expires_at=expires,
+        idempotency_key=operation.idempotency_key,
+        arguments=operation.arguments,
+        intent=operation.intent,
+    )
+
+
+@router.post(
+    "/operations/{int:pk}/intent", response={200: s.OperationOut, **PROBLEMS}, tags=["execution"]
+)
+def intent(request, pk: int, body: s.IntentIn):
+    """Record what is about to be done (and what undo needs) before the effect fires."""
+    operation = _agent_executed(request, pk)
+    _fenced(operation, body.epoch, Operation.Status.IN_FLIGHT)
+    transition_operation(
+        operation=operation,
+        to=Operation.Status.IN_FLIGHT,
+        event="operation.intent",
+        actor=agent(request),
+        reason="executing",
+        changes={"intent": body.snapshot},
+    )
+    return s.OperationOut.of(operation)
+
+
+@router.post(
+    "/operations/{int:pk}/report", response={200: s.OperationOut, **PROBLEMS}, tags=["execution"]
+)
+def report(request, pk: int, body: s.ReportIn):
+    """Report the outcome. Only a verified effect is recorded committed; an unverified
+    one is recorded as a verification failure, and the rollback plan must follow."""
+    operation = _agent_executed(request, pk)
+    _fenced(operation, body.epoch, Operation.Status.IN_FLIGHT)
+    observation = {"verified": body.verified, "output": body.output, "error": body.error}
+    to = Operation.Status.COMMITTED if body.verified else Operation.Status.VERIFY_FAILED
+    why = "executed and verified by the agent" if body.verified else body.error or "not verified"
+    changes = {"result": observation, "status_reason": why}
+    if body.verified:
+        changes["lease_expires_at"] = None
+    transition_operation(
+        operation=operation,
+        to=to,
+        actor=agent(request),
+        reason=why,
+        changes=changes,
+        detail={"observation": observation},
+    )
+    return s.OperationOut.of(operation)
+
+
+@router.post(
+    "/operations/{int:pk}/rollback",
+    response={200: s.OperationOut, **PROBLEMS},
+    tags=["execution"],
+)
+def rollback(request, pk: int, body: s.RollbackIn):
+    """After a verification failure: report the undo or compensation done, or ask for
+    an out-of-band alert (which halts the run until a person resolves it)."""
+    operation = _agent_executed(request, pk)
+    _fenced(operation, body.epoch, Operation.Status.VERIFY_FAILED)
+    if body.outcome == "alert":
+        raise_alert(
+            operation=operation,
+            actor=agent(request),
+            summary=body.detail or "the agent could not verify or undo its effect",
+            state_left={"arguments": operation.arguments, "intent": operation.intent},
+        )
+    else:
+        transition_operation(
+            operation=operation,
+            to=body.outcome,
+            actor=agent(request),
+            reason=body.detail or body.outcome,
+            changes={"lease_expires_at": None},
+        )
+    operation.refresh_from_db()
+    return s.OperationOut.of(operation)
+
+
+# --- artifacts --------------------------------------------------------------------------
+
+
+@router.post(
+    "/runs/{int:pk}/artifacts", response={201: s.ArtifactOut, **PROBLEMS}, tags=["artifacts"]
+)
+def upload_artifact(request, pk: int, body: s.ArtifactIn):
+    run = own_run(request, pk)
+    try:
+        content = base64.b64decode(body.content_base64, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInput("content_base64: not valid base64") from None
+    if len(content) > settings.OVERSIGHT_ARTIFACT_MAX_BYTES:
+        raise LimitExceeded(
+            "content_base64",
+            f"{len(content)} bytes is over {settings.OVERSIGHT_ARTIFACT_MAX_BYTES}",
+            status=413,
+        )
+    if sha256_hex(content) != body.sha256:
+        raise InvalidInput("sha256: does not match the uploaded bytes")
+    artifact = attach_artifact(
+        run=run, name=body.name, content=content, actor=agent(request), media_type=body.media_type
+    )
+    run.refresh_from_db()
+    return 201, s.ArtifactOut(
+        name=body.name,
+        sha256=artifact.sha256,
+        size=artifact.size,
+        media_type=artifact.media_type,
+        run_version=run.version,
+    )
+
+
+@router.get("/artifacts/{sha256}", response={200: None, **PROBLEMS}, tags=["artifacts"])
+def fetch_artifact(request, sha256: str):
+    """The bytes of an artifact a checkpoint of this project references."""
+    artifact = get_object_or_404(
+        Artifact.objects.distinct(),
+        sha256=sha256,
+        refs__checkpoint__run__project=token(request).project,
+    )
+    return HttpResponse(read_artifact(artifact), content_type=artifact.media_type)

@@ -1,0 +1,251 @@
+"""What goes in and out of the agent API. Field names are the API's contract."""
+
+from datetime import datetime
+from typing import Any, Literal
+
+from ninja import Schema
+from pydantic import Field
+
+from runs import machines
+from runs.models import Decision, Operation, Run
+from runs.recovery import recovery_report
+
+
+class Problem(Schema):
+    error: str = Field(description="A stable code: stale_version, run_closed, …")
+    detail: str = Field(description="What was wrong, for a person.")
+    field: str | None = Field(default=None, description="The request field at fault, if one.")
+
+
+class SessionIn(Schema):
+    title: str = Field(default="", max_length=300)
+    agent: str = Field(default="", max_length=200, description="Default: the token's name.")
+
+
+class SessionOut(Schema):
+    id: int
+    project: str
+    agent: str
+    title: str
+    owner: str
+
+
+class RunIn(Schema):
+    session: int
+    goal: str = Field(min_length=1, max_length=20_000)
+    retry_of: int | None = None
+
+
+class FinishIn(Schema):
+    status: Literal["completed", "partial", "failed"]
+    outcome: str = Field(default="", max_length=4000)
+    base_version: int | None = Field(default=None, description="Refuse if the run moved on.")
+
+
+class MessageIn(Schema):
+    kind: Literal["user", "agent", "tool", "system"] = "agent"
+    payload: dict[str, Any]
+    schema_version: int = 1
+
+
+class MessageOut(Schema):
+    seq: int
+    run_version: int
+
+
+class ProposalIn(Schema):
+    call_id: str = Field(min_length=1, max_length=200)
+    action: str = Field(min_length=1, max_length=100)
+    arguments: dict[str, Any]
+    risk: Literal["low", "medium", "high"] = "medium"
+    rollback_kind: Literal["in_band", "compensating", "out_of_band", "none"]
+    base_version: int = Field(ge=0, description="The run version this proposal is based on.")
+
+
+class DecisionOut(Schema):
+    kind: str
+    by: str
+    comment: str
+    arguments_hash: str
+    at: datetime
+
+
+class LeaseOut(Schema):
+    owner: str
+    epoch: int
+    expires_at: datetime | None
+
+
+class OperationOut(Schema):
+    id: int
+    run: int
+    call_id: str
+    action: str
+    arguments: dict[str, Any]
+    arguments_hash: str
+    proposed_arguments: dict[str, Any]
+    risk: str
+    rollback_kind: str
+    executor: Literal["server", "agent"]
+    status: str
+    status_reason: str
+    result: Any = None
+    idempotency_key: str
+    required_approvals: int
+    decisions: list[DecisionOut]
+    lease: LeaseOut
+    version: int
+    run_version: int
+    expires_at: datetime
+
+    @staticmethod
+    def of(operation: Operation) -> "OperationOut":
+        return OperationOut(
+            **{field: getattr(operation, field) for field in OPERATION_FIELDS},
+            run=operation.run_id,
+            decisions=[
+                DecisionOut(
+                    kind=d.kind,
+                    by=d.reviewer.get_username() if d.reviewer else f"policy:{d.policy}",
+                    comment=d.comment,
+                    arguments_hash=d.arguments_hash,
+                    at=d.created_at,
+                )
+                for d in Decision.objects.filter(operation=operation).select_related("reviewer")
+            ],
+            lease=LeaseOut(
+                owner=operation.lease_owner,
+                epoch=operation.fencing_epoch,
+                expires_at=operation.lease_expires_at,
+            ),
+            run_version=Run.objects.values_list("version", flat=True).get(pk=operation.run_id),
+        )
+
+
+OPERATION_FIELDS = [
+    "id",
+    "call_id",
+    "action",
+    "arguments",
+    "arguments_hash",
+    "proposed_arguments",
+    "risk",
+    "rollback_kind",
+    "executor",
+    "status",
+    "status_reason",
+    "result",
+    "idempotency_key",
+    "required_approvals",
+    "version",
+    "expires_at",
+]
+
+
+class RecoveryOut(Schema):
+    case: Literal["no_decision", "decision_no_result", "result_and_checkpoint"]
+    guidance: str
+    operations: list[dict[str, Any]]
+
+
+class RunOut(Schema):
+    id: int
+    session: int
+    goal: str
+    status: str
+    reason: str
+    unblock: str
+    outcome: str
+    version: int
+    cancel_requested: bool
+    retry_of: int | None
+    recovery: RecoveryOut
+    pending_operations: list[OperationOut]
+
+    @staticmethod
+    def of(run: Run) -> "RunOut":
+        report = recovery_report(run)
+        pending = run.operations.exclude(status__in=TERMINAL).order_by("pk")
+        return RunOut(
+            id=run.pk,
+            session=run.session_id,
+            goal=run.goal,
+            status=run.status,
+            reason=run.reason,
+            unblock=run.unblock,
+            outcome=run.outcome,
+            version=run.version,
+            cancel_requested=run.cancel_requested,
+            retry_of=run.retry_of_id,
+            recovery=RecoveryOut(
+                case=report.case.value, guidance=report.guidance, operations=report.operations
+            ),
+            pending_operations=[OperationOut.of(op) for op in pending],
+        )
+
+
+TERMINAL = machines.OPERATION.terminal
+
+
+class CheckpointOut(Schema):
+    seq: int
+    at: datetime
+    event: str
+    from_status: str
+    to_status: str
+    actor_kind: str
+    actor: str
+    reason: str
+    operation: int | None
+    state: dict[str, Any]
+    hash: str
+    prev_hash: str
+
+
+class ArtifactIn(Schema):
+    name: str = Field(min_length=1, max_length=500)
+    media_type: str = Field(default="application/octet-stream", max_length=200)
+    content_base64: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="Checked against the bytes.")
+
+
+class ArtifactOut(Schema):
+    name: str
+    sha256: str
+    size: int
+    media_type: str
+    run_version: int
+
+
+class ClaimIn(Schema):
+    executor: str = Field(default="", max_length=200, description="Who executes (logged).")
+    lease_seconds: int = Field(default=60, ge=1, le=3600)
+
+
+class ClaimOut(Schema):
+    operation: int
+    epoch: int
+    lease_expires_at: datetime
+    idempotency_key: str
+    arguments: dict[str, Any]
+    intent: dict[str, Any] | None = Field(
+        description="What an earlier executor recorded before firing: the effect may exist."
+    )
+
+
+class IntentIn(Schema):
+    epoch: int
+    snapshot: dict[str, Any] = Field(default_factory=dict)
+
+
+class ReportIn(Schema):
+    epoch: int
+    verified: bool = Field(description="Whether re-reading the target showed the effect.")
+    output: Any = None
+    error: str = Field(default="", max_length=4000)
+
+
+class RollbackIn(Schema):
+    epoch: int
+    outcome: Literal["rolled_back", "compensated", "alert"]
+    detail: str = Field(default="", max_length=4000)

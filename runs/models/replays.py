@@ -1,0 +1,20 @@
+from django.db import models
+
+
+class ApiReplay(models.Model):
+    """The first answer to a mutating API request sent with an ``Idempotency-Key``,
+    replayed for any retry of it (the same credential, key, method, path and body)."""
+
+    scope = models.CharField(max_length=64, help_text="sha256 of the credential.")
+    key = models.CharField(max_length=200)
+    request_hash = models.CharField(max_length=64)
+    status = models.PositiveSmallIntegerField()
+    content_type = models.CharField(max_length=100)
+    body = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["scope", "key"], name="replay_unique_key")]
+
+    def __str__(self) -> str:
+        return f"replay {self.key} ({self.status})"

@@ -1,0 +1,65 @@
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from runs.models.projects import Project
+
+PREFIX_LENGTH = 10
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class AgentToken(models.Model):
+    """A per-project credential for an agent. Only a hash of the secret is stored; the
+    token is shown once, when created. Sessions an agent opens belong to ``owner``."""
+
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="agent_tokens")
+    name = models.CharField(max_length=100)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="agent_tokens"
+    )
+    prefix = models.CharField(max_length=PREFIX_LENGTH, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="token_unique_name")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.project})"
+
+    @classmethod
+    def issue(cls, *, project: Project, name: str, owner) -> tuple["AgentToken", str]:
+        """Create a token; returns it with the only copy of its plain text."""
+        prefix, secret = secrets.token_hex(PREFIX_LENGTH // 2), secrets.token_urlsafe(32)
+        token = cls.objects.create(
+            project=project, name=name, owner=owner, prefix=prefix, secret_hash=hash_secret(secret)
+        )
+        return token, f"ovs_{prefix}_{secret}"
+
+    @classmethod
+    def authenticate(cls, plain: str) -> "AgentToken | None":
+        try:
+            _, prefix, secret = plain.split("_", 2)
+        except ValueError:
+            return None
+        token = cls.objects.select_related("project", "owner").filter(prefix=prefix).first()
+        if token is None or token.revoked_at is not None:
+            return None
+        if not secrets.compare_digest(token.secret_hash, hash_secret(secret)):
+            return None
+        return token
+
+    def revoke(self) -> None:
+        AgentToken.objects.filter(pk=self.pk, revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
