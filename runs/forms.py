@@ -117,3 +117,14 @@ class PreferencesForm(forms.ModelForm):
     class Meta:
         model = Preferences
         fields = ["time_zone", "notify_pending"]
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(max_length=100, help_text="For example the agent's name.")
+    owner = forms.CharField(
+        max_length=150,
+        required=False,
+        label="Acts for (username)",
+        help_text="The person whose runs these are; they cannot approve them. "
+        "Leave empty for a user named after the token.",
+    )

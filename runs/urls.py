@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs.views import alerts, approvals, home, operations, runs
+from runs.views import alerts, approvals, home, operations, runs, tokens
 
 urlpatterns = [
     path("", home.home, name="home"),
@@ -17,4 +17,6 @@ urlpatterns = [
     path("alerts/", alerts.alert_list, name="alerts"),
     path("alerts/<int:pk>/acknowledge/", alerts.acknowledge, name="alert-acknowledge"),
     path("alerts/<int:pk>/resolve/", alerts.resolve, name="alert-resolve"),
+    path("projects/<slug:slug>/tokens/", tokens.token_list, name="tokens"),
+    path("projects/<slug:slug>/tokens/<int:pk>/revoke/", tokens.token_revoke, name="token-revoke"),
 ]

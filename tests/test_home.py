@@ -52,5 +52,5 @@ def test_query_count_does_not_grow_with_runs(
     many_runs(count)
     client.force_login(reviewer)
     client.get("/")  # The first visit stores the time zone in the session.
-    with django_assert_max_num_queries(7):
+    with django_assert_max_num_queries(8):
         assert client.get("/").status_code == 200

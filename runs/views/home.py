@@ -9,6 +9,7 @@ from runs import machines
 from runs.forms import PreferencesForm
 from runs.middleware import SESSION_KEY
 from runs.models import Operation, Preferences, Run
+from runs.permissions import projects_with_perm
 from runs.views.access import member_projects
 
 
@@ -28,7 +29,10 @@ def home(request: HttpRequest) -> HttpResponse:
         .select_related("project", "session")
         .order_by("-created_at")[:20]
     )
-    return render(request, "runs/home.html", {"projects": projects, "runs": runs})
+    managed = set(projects_with_perm(request.user, "manage_project").values_list("pk", flat=True))
+    return render(
+        request, "runs/home.html", {"projects": projects, "runs": runs, "managed": managed}
+    )
 
 
 @require_http_methods(["GET", "POST"])

@@ -1,7 +1,9 @@
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.db.models import Q
 
-from runs.models import AgentToken, Project
+from runs.errors import InvalidInput
+from runs.models import Project
+from runs.services.tokens import issue_token
 
 
 class Command(BaseCommand):
@@ -17,21 +19,11 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, project: str, name: str, owner: str, **options) -> None:
-        found = (
-            Project.objects.filter(slug=project).first()
-            or Project.objects.filter(name=project).first()
-        )
+        found = Project.objects.filter(Q(slug=project) | Q(name=project)).first()
         if found is None:
             raise CommandError(f"no project {project!r}")
-        if AgentToken.objects.filter(project=found, name=name).exists():
-            raise CommandError(f"project {found.slug} already has a token named {name!r}")
-        users = get_user_model().objects
-        if owner:
-            person = users.filter(username=owner).first()
-            if person is None:
-                raise CommandError(f"no user {owner!r}")
-        else:
-            username = f"agent-{found.slug}-{name}"[:150]
-            person = users.filter(username=username).first() or users.create_user(username)
-        _, plain = AgentToken.issue(project=found, name=name, owner=person)
+        try:
+            _, plain = issue_token(project=found, name=name, owner_username=owner)
+        except InvalidInput as error:
+            raise CommandError(str(error)) from None
         self.stdout.write(plain)
