@@ -5,6 +5,7 @@ invariant holds and no effect fired twice."""
 import contextlib
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -14,22 +15,33 @@ import pytest
 from django.core.management import call_command
 
 from runs.errors import OversightError
-from runs.models import Operation
+from runs.models import Operation, Project
 from runs.services.decisions import decide
+from runs.services.tokens import issue_token
 from tests.processes import ROOT, child_env, manage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def start(*args: str) -> subprocess.Popen:
+def start(*args: str, **env: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
-        env=child_env(),
+        env={**child_env(), **env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def api_url(server: subprocess.Popen) -> str:
+    return f"http://{server.args[-1]}"
 
 
 def worker() -> subprocess.Popen:
@@ -54,7 +66,22 @@ def test_invariants_hold_after_workers_die_at_random(target, monkeypatch, django
     call_command("seed_demo", stdout=StringIO())
     reviewers = list(django_user_model.objects.filter(username__in=["reviewer", "reviewer2"]))
     chance = random.Random(2026)
-    agent = start("demo_agent", "--target", target.base, "--interval", "0.2", "--ticks", "45")
+    api = start("runserver", "--noreload", f"127.0.0.1:{free_port()}")
+    _, token = issue_token(
+        project=Project.objects.get(slug="demo"), name="chaos", owner_username="agent-owner"
+    )
+    agent = start(
+        "demo_agent",
+        "--api",
+        api_url(api),
+        "--target",
+        target.base,
+        "--interval",
+        "0.2",
+        "--ticks",
+        "45",
+        OVERSIGHT_AGENT_TOKEN=token,
+    )
     workers = [worker(), worker()]
     kills = 0
     while agent.poll() is None:
@@ -67,6 +94,8 @@ def test_invariants_hold_after_workers_die_at_random(target, monkeypatch, django
             kills += 1
         time.sleep(0.3)
     assert agent.returncode == 0, agent.stderr.read()
+    api.terminate()
+    api.wait()
     approve_everything_pending(reviewers)
     for process in workers:
         process.send_signal(signal.SIGKILL)

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
-from ninja import Router
+from ninja import Router, Status
 
 from runs.actors import Actor
 from runs.api import schemas as s
@@ -27,6 +27,9 @@ from runs.services.runs import append_message, finish_run, open_session, start_r
 from runs.transitions import lock_run, transition_operation
 
 router = Router()
+# An agent-executed operation whose executor's lease expired mid-execution or
+# mid-rollback may be claimed again (a takeover with a new epoch).
+RESUMABLE = (Operation.Status.IN_FLIGHT, Operation.Status.VERIFY_FAILED)
 PROBLEMS = {401: s.Problem, 404: s.Problem, 409: s.Problem, 413: s.Problem, 422: s.Problem}
 
 
@@ -57,12 +60,15 @@ def create_session(request, body: s.SessionIn):
     session = open_session(
         project=me.project, owner=me.owner, agent=body.agent or me.name, title=body.title
     )
-    return 201, s.SessionOut(
-        id=session.pk,
-        project=me.project.slug,
-        agent=session.agent,
-        title=session.title,
-        owner=me.owner.get_username(),
+    return Status(
+        201,
+        s.SessionOut(
+            id=session.pk,
+            project=me.project.slug,
+            agent=session.agent,
+            title=session.title,
+            owner=me.owner.get_username(),
+        ),
     )
 
 
@@ -71,7 +77,7 @@ def create_run(request, body: s.RunIn):
     session = get_object_or_404(Session, pk=body.session, project=token(request).project)
     retry_of = own_run(request, body.retry_of) if body.retry_of is not None else None
     run = start_run(session=session, goal=body.goal, actor=agent(request), retry_of=retry_of)
-    return 201, s.RunOut.of(run)
+    return Status(201, s.RunOut.of(run))
 
 
 @router.get("/runs/{int:pk}", response={200: s.RunOut, **PROBLEMS}, tags=["runs"])
@@ -103,7 +109,7 @@ def add_message(request, pk: int, body: s.MessageIn):
         actor=agent(request),
         schema_version=body.schema_version,
     )
-    return 201, s.MessageOut(seq=message.seq, run_version=message.run.version)
+    return Status(201, s.MessageOut(seq=message.seq, run_version=message.run.version))
 
 
 @router.get(
@@ -160,7 +166,7 @@ def propose(request, pk: int, body: s.ProposalIn):
         base_version=body.base_version,
         actor=agent(request),
     )
-    return (200 if existed else 201), s.OperationOut.of(operation)
+    return Status(200 if existed else 201, s.OperationOut.of(operation))
 
 
 @router.get("/operations/{int:pk}", response={200: s.OperationOut, **PROBLEMS}, tags=["operations"])
@@ -217,17 +223,16 @@ def claim(request, pk: int, body: s.ClaimIn):
             raise RunClosed(f"run {operation.run_id} is cancelled")
         held = operation.lease_expires_at and operation.lease_expires_at > now
         if operation.status != Operation.Status.APPROVED and (
-            operation.status != Operation.Status.IN_FLIGHT or held
+            operation.status not in RESUMABLE or held
         ):
             raise StaleVersion(f"operation {pk} is {operation.status} and cannot be claimed now")
         epoch, expires = operation.fencing_epoch + 1, now + timedelta(seconds=body.lease_seconds)
         executor = body.executor or token(request).name
+        takeover = operation.status != Operation.Status.APPROVED
         transition_operation(
             operation=operation,
-            to=Operation.Status.IN_FLIGHT,
-            event="operation.status"
-            if operation.status == "approved"
-            else "operation.lease_taken_over",
+            to=operation.status if takeover else Operation.Status.IN_FLIGHT,
+            event="operation.lease_taken_over" if takeover else "operation.status",
             actor=agent(request),
             reason=f"claimed by {executor}",
             changes={"lease_owner": executor, "lease_expires_at": expires, "fencing_epoch": epoch},
@@ -341,12 +346,15 @@ def upload_artifact(request, pk: int, body: s.ArtifactIn):
         run=run, name=body.name, content=content, actor=agent(request), media_type=body.media_type
     )
     run.refresh_from_db()
-    return 201, s.ArtifactOut(
-        name=body.name,
-        sha256=artifact.sha256,
-        size=artifact.size,
-        media_type=artifact.media_type,
-        run_version=run.version,
+    return Status(
+        201,
+        s.ArtifactOut(
+            name=body.name,
+            sha256=artifact.sha256,
+            size=artifact.size,
+            media_type=artifact.media_type,
+            run_version=run.version,
+        ),
     )
 
 

@@ -1,25 +1,40 @@
 """``Idempotency-Key`` for every mutating API request: the first answer is stored and
 replayed for retries, so an agent that lost a response can safely send it again.
 
-The key is scoped to the credential (a hash of the Authorization header). A retry
+The key is scoped to the credential (a hash of the Authorization header) and reserved
+before the request runs, so a retry sent while the first attempt is still running
+gets 409 ``request_in_progress`` (retry shortly) instead of running it twice. A retry
 must be the same request: the same key with another method, path or body is a 422.
-Server errors (5xx) are not stored, so they can be retried for real.
+Server errors (5xx) release the key, so they can be retried for real; a reservation
+whose request died with its process is taken over after ``ABANDONED``.
 """
 
-import contextlib
 import hashlib
+from datetime import timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.http import HttpResponse, JsonResponse
+from django.utils import timezone
 
 from runs.models import ApiReplay
 
 MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
 HEADER = "HTTP_IDEMPOTENCY_KEY"
+IN_PROGRESS = 0
 
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def _problem(status: int, error: str, detail: str, **headers) -> JsonResponse:
+    response = JsonResponse(
+        {"error": error, "detail": detail, "field": "Idempotency-Key"}, status=status
+    )
+    for name, value in headers.items():
+        response[name] = value
+    return response
 
 
 class IdempotencyKeyMiddleware:
@@ -31,42 +46,58 @@ class IdempotencyKeyMiddleware:
         if request.method not in MUTATING or not key or not request.path.startswith("/api/"):
             return self.get_response(request)
         if len(key) > 200:
-            return JsonResponse(
-                {
-                    "error": "invalid",
-                    "detail": "Idempotency-Key: at most 200 characters",
-                    "field": "Idempotency-Key",
-                },
-                status=422,
-            )
+            return _problem(422, "invalid", "Idempotency-Key: at most 200 characters")
         scope = _sha(request.META.get("HTTP_AUTHORIZATION", "").encode())
         fingerprint = _sha(f"{request.method} {request.path}\n".encode() + request.body)
-        stored = ApiReplay.objects.filter(scope=scope, key=key).first()
-        if stored is not None:
-            if stored.request_hash != fingerprint:
-                return JsonResponse(
-                    {
-                        "error": "idempotency_key_reused",
-                        "detail": "this Idempotency-Key was used for a different request",
-                        "field": "Idempotency-Key",
-                    },
-                    status=422,
-                )
-            replay = HttpResponse(
-                bytes(stored.body), status=stored.status, content_type=stored.content_type
-            )
+        row, refusal = self._reserve(scope, key, fingerprint)
+        if refusal is not None:
+            return refusal
+        if row.status != IN_PROGRESS:
+            replay = HttpResponse(bytes(row.body), status=row.status, content_type=row.content_type)
             replay["Idempotent-Replayed"] = "true"
             return replay
         response = self.get_response(request)
-        if response.status_code < 500 and not getattr(response, "streaming", False):
-            # A concurrent retry may have stored its answer first; both answers stand.
-            with contextlib.suppress(IntegrityError), transaction.atomic():
-                ApiReplay.objects.create(
+        stored = ApiReplay.objects.filter(pk=row.pk)
+        if response.status_code >= 500 or getattr(response, "streaming", False):
+            stored.delete()
+        else:
+            stored.update(
+                status=response.status_code,
+                content_type=response.get("Content-Type", "application/json"),
+                body=response.content,
+            )
+        return response
+
+    def _reserve(self, scope: str, key: str, fingerprint: str):
+        """The key's row — reserved for this request, or finished earlier — or a refusal."""
+        try:
+            with transaction.atomic():
+                row = ApiReplay.objects.create(
                     scope=scope,
                     key=key,
                     request_hash=fingerprint,
-                    status=response.status_code,
-                    content_type=response.get("Content-Type", "application/json"),
-                    body=response.content,
+                    status=IN_PROGRESS,
+                    content_type="",
+                    body=b"",
                 )
-        return response
+            return row, None
+        except IntegrityError:
+            row = ApiReplay.objects.get(scope=scope, key=key)
+        if row.request_hash != fingerprint:
+            return row, _problem(
+                422, "idempotency_key_reused", "this Idempotency-Key was used for another request"
+            )
+        if row.status != IN_PROGRESS:
+            return row, None
+        abandoned = timezone.now() - timedelta(seconds=settings.OVERSIGHT_API_MAX_WAIT_SECONDS + 60)
+        taken = ApiReplay.objects.filter(
+            pk=row.pk, created_at=row.created_at, created_at__lt=abandoned
+        )
+        if taken.update(created_at=timezone.now()):
+            return row, None
+        return row, _problem(
+            409,
+            "request_in_progress",
+            "an earlier request with this Idempotency-Key is still running; retry shortly",
+            **{"Retry-After": "1"},
+        )

@@ -19,96 +19,100 @@ from collections.abc import Callable
 from pathlib import Path
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 
-from runs.actors import Actor
+from oversight.client import Oversight, StaleState
 from runs.canonical import sha256_hex
-from runs.models import Operation, Project, Run, Session
-from runs.payloads import MessageKind
 from runs.services.artifacts import write_durably
-from runs.services.proposals import propose_operation
-from runs.services.runs import append_message, finish_run, open_session, start_run
 
 log = logging.getLogger(__name__)
-AGENT = Actor.agent("demo-agent")
-UNSETTLED = ("proposed", "approved", "in_flight", "verify_failed")
+OPEN = ("queued", "running")
+PROPOSE_ATTEMPTS = 3
 
 
 class DemoAgent:
-    def __init__(self, project: Project, target: str = "") -> None:
-        self.project = project
-        self.target = target.rstrip("/")
-        self.session = self._session()
-        self.counter = itertools.count(Run.objects.filter(session=self.session).count() + 1)
-        self.scenarios = itertools.cycle(self.SCENARIOS)
+    """Speaks to Oversight only through ``oversight.client``, over HTTP, as any agent
+    would; it runs as its own process (``manage.py demo_agent``)."""
 
-    def _session(self) -> Session:
-        users = get_user_model().objects
-        # The person on whose behalf the agent works; it never signs in.
-        owner = users.filter(username="agent-owner").first() or users.create_user("agent-owner")
-        existing = Session.objects.filter(project=self.project, agent="demo-agent").first()
-        return existing or open_session(
-            project=self.project, owner=owner, agent="demo-agent", title="Ops assistant"
-        )
+    def __init__(self, client: Oversight, target: str) -> None:
+        self.client = client
+        self.target = target.rstrip("/")
+        self.session = client.open_session(title="Ops assistant", agent="demo-agent")
+        self.runs: set[int] = set()
+        self.counter = itertools.count(1)
+        self.scenarios = itertools.cycle(self.SCENARIOS)
 
     def tick(self, max_waiting: int = 8) -> None:
         """Finish what has settled, then start the next scenario unless people are
-        already looking at enough pending proposals."""
-        self.finish_settled_runs()
-        if Operation.objects.filter(project=self.project, status="proposed").count() < max_waiting:
+        already looking at enough of this agent's pending proposals."""
+        waiting = self.finish_settled_runs()
+        if waiting < max_waiting:
             scenario = next(self.scenarios)
             scenario(self, next(self.counter))
 
-    def finish_settled_runs(self) -> None:
-        open_runs = Run.objects.filter(session=self.session, status__in=["queued", "running"])
-        for run in open_runs.exclude(operations__status__in=UNSETTLED).distinct():
-            statuses = set(run.operations.values_list("status", flat=True))
-            if statuses <= {"committed"}:
-                finish_run(run=run, status="completed", actor=AGENT)
+    def finish_settled_runs(self) -> int:
+        """Finish runs whose operations have all ended; returns how many proposals of
+        the still-open runs wait for a decision."""
+        waiting = 0
+        for run_id in sorted(self.runs):
+            run = self.client.run(run_id)
+            pending = run["pending_operations"]
+            waiting += sum(op["status"] == "proposed" for op in pending)
+            if run["status"] not in OPEN:
+                if run["status"] != "waiting":
+                    self.runs.discard(run_id)
+                continue
+            if pending:
+                continue
+            ended = {op["status"] for op in run["recovery"]["operations"]}
+            if ended <= {"committed"}:
+                self.client.finish(run_id, "completed")
             else:
-                finish_run(
-                    run=run,
-                    status="partial",
-                    actor=AGENT,
-                    outcome="Not every operation went through: " + ", ".join(sorted(statuses)),
+                summary = ", ".join(sorted(ended))
+                self.client.finish(
+                    run_id, "partial", f"Not every operation went through: {summary}"
                 )
+            self.runs.discard(run_id)
+        return waiting
 
     # --- helpers -------------------------------------------------------------------------
 
-    def begin(self, goal: str, thought: str = "") -> Run:
-        run = start_run(session=self.session, goal=goal, actor=AGENT)
-        append_message(run=run, kind=MessageKind.USER, payload={"text": goal}, actor=AGENT)
+    def begin(self, goal: str, thought: str = "") -> int:
+        run = self.client.start_run(self.session["id"], goal)
+        self.client.message(run["id"], goal, kind="user")
         if thought:
-            append_message(run=run, kind=MessageKind.AGENT, payload={"text": thought}, actor=AGENT)
-        return run
+            self.client.message(run["id"], thought)
+        self.runs.add(run["id"])
+        return run["id"]
 
-    def propose(self, run: Run, call: str, action: str, arguments: dict, **options) -> Operation:
-        run.refresh_from_db()
-        return propose_operation(
-            run=run,
-            call_id=call,
-            action=action,
-            arguments=arguments,
-            risk=options.get("risk", "medium"),
-            rollback_kind=options["rollback"],
-            base_version=run.version,
-            actor=AGENT,
-        )
+    def propose(self, run: int, call: str, action: str, arguments: dict, **options) -> dict:
+        """Propose on the run's current version. If a worker moved the run on between
+        our read and the proposal (StaleState), read it again: this script's proposals
+        stay right whatever the other operations did, so it proposes again."""
+        for attempt in range(1, PROPOSE_ATTEMPTS + 1):
+            try:
+                return self.client.propose(
+                    run,
+                    call,
+                    action,
+                    arguments,
+                    rollback_kind=options["rollback"],
+                    risk=options.get("risk", "medium"),
+                )
+            except StaleState:
+                if attempt == PROPOSE_ATTEMPTS:
+                    raise
 
     def put(self, item: str, body: dict, mode: str = "items", undo: bool = True) -> dict:
-        url = (
-            f"{self.target}/items/{item}"
-            if mode == "items"
-            else f"{self.target}/{mode}/items/{item}"
-        )
+        target = self.target
+        url = f"{target}/items/{item}" if mode == "items" else f"{target}/{mode}/items/{item}"
         arguments = {
             "method": "PUT",
             "url": url,
             "body": body,
-            "verify": {"url": f"{self.target}/items/{item}", "json": body},
+            "verify": {"url": f"{target}/items/{item}", "json": body},
         }
         if undo:
-            arguments["compensate"] = {"method": "DELETE", "url": f"{self.target}/items/{item}"}
+            arguments["compensate"] = {"method": "DELETE", "url": f"{target}/items/{item}"}
         return arguments
 
     # --- scenarios -----------------------------------------------------------------------

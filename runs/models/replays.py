@@ -1,4 +1,5 @@
 from django.db import models
+from django.utils import timezone
 
 
 class ApiReplay(models.Model):
@@ -8,10 +9,10 @@ class ApiReplay(models.Model):
     scope = models.CharField(max_length=64, help_text="sha256 of the credential.")
     key = models.CharField(max_length=200)
     request_hash = models.CharField(max_length=64)
-    status = models.PositiveSmallIntegerField()
+    status = models.PositiveSmallIntegerField(help_text="0 while the first attempt runs.")
     content_type = models.CharField(max_length=100)
     body = models.BinaryField()
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["scope", "key"], name="replay_unique_key")]

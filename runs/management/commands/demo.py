@@ -5,6 +5,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from runs.models import AgentToken, Project
+from runs.services.tokens import issue_token
 from runs.supervisor import Child, Supervisor
 
 
@@ -31,11 +33,22 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"Oversight is running at http://{addr}/"))
         self.stdout.write("Sign in with one of the users above. Press Ctrl-C to stop.")
         self.stdout.flush()
+        os.environ["OVERSIGHT_AGENT_TOKEN"] = self._agent_token()
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
         children = [
             Child("web", [*manage, "runserver", "--noreload", addr]),
             Child("target", [*manage, "demo_target", "--port", str(target_port)]),
             Child("worker", [*manage, "runworker", "--name", "demo-worker"]),
-            Child("agent", [*manage, "demo_agent", "--target", f"http://{target}"]),
+            Child(
+                "agent",
+                [*manage, "demo_agent", "--api", f"http://{addr}", "--target", f"http://{target}"],
+            ),
         ]
         sys.exit(Supervisor(children, write=self.stderr.write).run())
+
+    def _agent_token(self) -> str:
+        """A fresh token for the scripted agent (the previous demo's is removed)."""
+        project = Project.objects.get(slug="demo")
+        AgentToken.objects.filter(project=project, name="demo-agent").delete()
+        _, plain = issue_token(project=project, name="demo-agent", owner_username="agent-owner")
+        return plain

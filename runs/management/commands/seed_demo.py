@@ -13,14 +13,17 @@ from django.db import transaction
 
 from runs.actors import Actor
 from runs.canonical import sha256_hex
-from runs.demo.agent import AGENT, DemoAgent
 from runs.models import ApprovalPolicy, Project, Role
+from runs.payloads import MessageKind
 from runs.permissions import role_group
 from runs.services.artifacts import attach_artifact, write_durably
 from runs.services.decisions import decide, expire_if_due
+from runs.services.proposals import propose_operation
 from runs.services.runs import (
+    append_message,
     cancel_run,
     finish_run,
+    open_session,
     request_input,
     start_run,
 )
@@ -31,6 +34,7 @@ DEMO_USERS = {
     "auditor": [Role.AUDITOR],
     "admin": [Role.ADMIN],
 }
+AGENT = Actor.agent("demo-agent")
 DEMO_ACCOUNTS = {
     "operating": Decimal("25000.00"),
     "payroll": Decimal("0.00"),
@@ -92,8 +96,28 @@ class Command(BaseCommand):
             project.policies.create(action=action, approvals_required=approvals)
         for name, balance in DEMO_ACCOUNTS.items():
             project.accounts.create(name=name, balance=balance)
-        agent = DemoAgent(project)
-        begin, propose = agent.begin, agent.propose
+        owner = User.objects.create_user("agent-owner")  # The demo agent acts for this person.
+        session = open_session(
+            project=project, owner=owner, agent="demo-agent", title="Ops assistant"
+        )
+
+        def begin(goal: str):
+            run = start_run(session=session, goal=goal, actor=AGENT)
+            append_message(run=run, kind=MessageKind.USER, payload={"text": goal}, actor=AGENT)
+            return run
+
+        def propose(run, call_id, action, arguments, *, rollback: str, risk: str = "medium"):
+            run.refresh_from_db()
+            return propose_operation(
+                run=run,
+                call_id=call_id,
+                action=action,
+                arguments=arguments,
+                risk=risk,
+                rollback_kind=rollback,
+                base_version=run.version,
+                actor=AGENT,
+            )
 
         readme = begin("Update the README with the new install steps")
         old_readme = b"# Project\n\nOld install steps.\n"
@@ -198,7 +222,7 @@ class Command(BaseCommand):
         finish_run(
             run=crm, status="failed", actor=AGENT, outcome="CRM API returned 503 for an hour."
         )
-        start_run(session=agent.session, goal="Sync CRM contacts", actor=AGENT, retry_of=crm)
+        start_run(session=session, goal="Sync CRM contacts", actor=AGENT, retry_of=crm)
 
         budget = begin("Draft the Q4 budget summary")
         request_input(
