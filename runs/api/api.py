@@ -4,7 +4,7 @@ pages' login requirement: the API authenticates by token)."""
 from django.contrib.auth.decorators import login_not_required
 from django.http import Http404
 from ninja import NinjaAPI
-from ninja.errors import AuthenticationError, ValidationError
+from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from runs.api.auth import PayloadTooLarge, TokenAuth
 from runs.api.endpoints import router
@@ -82,6 +82,12 @@ def invalid_request(request, exc: ValidationError):
     fields = [_field(tuple(error.get("loc", ()))) for error in exc.errors]
     detail = "; ".join(f"{f}: {e.get('msg')}" for f, e in zip(fields, exc.errors, strict=True))
     return problem(request, 422, "invalid", detail, fields[0] if fields else None)
+
+
+@api.exception_handler(HttpError)
+def http_error(request, exc: HttpError):
+    """ninja's own refusals, e.g. a body that is not JSON."""
+    return problem(request, exc.status_code, "invalid", f"body: {exc}", "body")
 
 
 @api.exception_handler(AuthenticationError)

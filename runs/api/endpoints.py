@@ -19,6 +19,7 @@ from runs.api.limits import LimitExceeded, check_json
 from runs.canonical import sha256_hex
 from runs.errors import InvalidInput, RunClosed, StaleVersion
 from runs.models import AgentToken, Artifact, Checkpoint, Operation, Run, Session
+from runs.payloads import SCHEMAS as PAYLOAD_SCHEMAS
 from runs.services.alerts import raise_alert
 from runs.services.artifacts import attach_artifact, read_artifact
 from runs.services.decisions import expire_if_due
@@ -30,7 +31,14 @@ router = Router()
 # An agent-executed operation whose executor's lease expired mid-execution or
 # mid-rollback may be claimed again (a takeover with a new epoch).
 RESUMABLE = (Operation.Status.IN_FLIGHT, Operation.Status.VERIFY_FAILED)
-PROBLEMS = {401: s.Problem, 404: s.Problem, 409: s.Problem, 413: s.Problem, 422: s.Problem}
+PROBLEMS = {
+    400: s.Problem,
+    401: s.Problem,
+    404: s.Problem,
+    409: s.Problem,
+    413: s.Problem,
+    422: s.Problem,
+}
 
 
 def token(request) -> AgentToken:
@@ -102,13 +110,21 @@ def finish(request, pk: int, body: s.FinishIn):
 @router.post("/runs/{int:pk}/messages", response={201: s.MessageOut, **PROBLEMS}, tags=["runs"])
 def add_message(request, pk: int, body: s.MessageIn):
     check_json("payload", body.payload, max_bytes=settings.OVERSIGHT_API_MAX_MESSAGE_BYTES)
-    message = append_message(
-        run=own_run(request, pk),
-        kind=body.kind,
-        payload=body.payload,
-        actor=agent(request),
-        schema_version=body.schema_version,
-    )
+    if (body.kind, body.schema_version) not in PAYLOAD_SCHEMAS:
+        raise InvalidInput(
+            f"schema_version: no payload schema for kind {body.kind!r} "
+            f"version {body.schema_version}"
+        )
+    try:
+        message = append_message(
+            run=own_run(request, pk),
+            kind=body.kind,
+            payload=body.payload,
+            actor=agent(request),
+            schema_version=body.schema_version,
+        )
+    except InvalidInput as error:
+        raise InvalidInput(f"payload: {error}") from None
     return Status(201, s.MessageOut(seq=message.seq, run_version=message.run.version))
 
 

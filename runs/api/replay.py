@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from django.http import HttpResponse, JsonResponse
 from django.utils import timezone
 
-from runs.models import ApiReplay
+from runs.models import AgentToken, ApiReplay
 
 MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
 HEADER = "HTTP_IDEMPOTENCY_KEY"
@@ -47,6 +47,8 @@ class IdempotencyKeyMiddleware:
             return self.get_response(request)
         if len(key) > 200:
             return _problem(422, "invalid", "Idempotency-Key: at most 200 characters")
+        if not self._admissible(request):
+            return self.get_response(request)  # The API refuses it (401 / 413) unread.
         scope = _sha(request.META.get("HTTP_AUTHORIZATION", "").encode())
         fingerprint = _sha(f"{request.method} {request.path}\n".encode() + request.body)
         row, refusal = self._reserve(scope, key, fingerprint)
@@ -67,6 +69,15 @@ class IdempotencyKeyMiddleware:
                 body=response.content,
             )
         return response
+
+    @staticmethod
+    def _admissible(request) -> bool:
+        """Only a request from a valid token, with a body within the limit, is stored
+        or replayed: a revoked token gets no replays, and a huge body is not read."""
+        if int(request.META.get("CONTENT_LENGTH") or 0) > settings.OVERSIGHT_API_MAX_BODY_BYTES:
+            return False
+        scheme, _, plain = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
+        return scheme.lower() == "bearer" and AgentToken.authenticate(plain.strip()) is not None
 
     def _reserve(self, scope: str, key: str, fingerprint: str):
         """The key's row — reserved for this request, or finished earlier — or a refusal."""
