@@ -39,6 +39,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 LONG_POLL_SECONDS = 30  # the server's default OVERSIGHT_API_MAX_WAIT_SECONDS
@@ -500,8 +501,8 @@ class Oversight:
         committed operation returns its stored result without calling ``fn``, and if
         an earlier attempt recorded its intent (and may have fired the effect) before
         it was interrupted, ``verify`` is asked first (the call then returns None: the
-        earlier ``fn``'s value is lost). While that attempt's lease holds, the claim
-        raises ``StaleState``. If ``verify`` raises, the operation stays in flight for
+        earlier ``fn``'s value is lost); if that attempt's lease still holds, the call
+        waits for it to lapse. If ``verify`` raises, the operation stays in flight for
         such a later call.
         """
 
@@ -516,12 +517,27 @@ class Oversight:
                     return stored_output(operation)
                 if verify is None:
                     raise TypeError(f"{action} is executed by the agent: give the tool a verify")
-                claim = self.claim(operation["id"], lease_seconds, executor)
+                claim = self._claim_when_free(operation["id"], lease_seconds, executor)
                 return Execution(self, operation, claim, fn, verify, undo).run()
 
             return supervised
 
         return decorate
+
+    def _claim_when_free(self, op_id: int, lease_seconds: int, executor: str) -> dict:
+        """Claim the operation. If an earlier executor still holds its lease (it may
+        have died after firing the effect), wait for the lease to lapse and take over;
+        the takeover's claim carries that executor's intent, so we verify first."""
+        while True:
+            try:
+                return self.claim(op_id, lease_seconds, executor)
+            except StaleState:
+                current = self.operation(op_id)
+                expires = current["lease"]["expires_at"]
+                if current["status"] not in ("in_flight", "verify_failed") or not expires:
+                    raise
+                remaining = datetime.fromisoformat(expires) - datetime.now(UTC)
+                time.sleep(max(0.2, remaining.total_seconds() + 0.2))
 
 
 def stored_output(operation: dict) -> Any:
