@@ -44,6 +44,7 @@ from typing import Any, NoReturn
 
 LONG_POLL_SECONDS = 30  # the server's default OVERSIGHT_API_MAX_WAIT_SECONDS
 RETRY_STATUSES = {502, 503, 504}
+STALE_ATTEMPTS = 10  # proposals on "the run as it is" while workers keep moving it
 IN_PROGRESS = b'"request_in_progress"'
 MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
 
@@ -376,18 +377,34 @@ class Oversight:
     ) -> dict:
         """Propose an operation. Idempotent on ``call_id``: proposing it again with the
         same arguments returns the existing operation, whatever happened since.
-        ``base_version`` defaults to the run's version, read just before."""
-        if base_version is None:
-            base_version = self.run(run_id)["version"]
+
+        ``base_version`` is the run version your decision was based on; if the run has
+        moved on since, ``StaleState`` is raised so that you can read it and decide
+        again. Without it, the proposal is based on the run as it is: the version is
+        read just before, and read again if the run moves on in between."""
         body = {
             "call_id": call_id,
             "action": action,
             "arguments": arguments,
             "risk": risk,
             "rollback_kind": rollback_kind,
-            "base_version": base_version,
         }
-        return self._request("POST", f"/runs/{run_id}/operations", body)
+        if base_version is not None:
+            return self._request(
+                "POST", f"/runs/{run_id}/operations", {**body, "base_version": base_version}
+            )
+        attempt = 1
+        while True:
+            current = self.run(run_id)["version"]
+            try:
+                return self._request(
+                    "POST", f"/runs/{run_id}/operations", {**body, "base_version": current}
+                )
+            except StaleState:
+                if attempt == STALE_ATTEMPTS:
+                    raise
+                time.sleep(0.05 * attempt)
+                attempt += 1
 
     def operation(self, op_id: int, wait: int = 0, version: int | None = None) -> dict:
         """Read an operation; with ``wait`` (seconds), as soon as it changes from

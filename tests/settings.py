@@ -20,6 +20,9 @@ MAILERS = {"default": {"BACKEND": "django.core.mail.backends.locmem.EmailBackend
 STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405
 
 _default = DATABASES["default"]
+# Threads (the live server's, the tests' own) must not keep connections past their
+# request, or the test database cannot be dropped at the end.
+_default["CONN_MAX_AGE"] = 0
 if _default["ENGINE"].endswith("sqlite3"):
     _default["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
 if os.environ.get("OVERSIGHT_TEST_DB_NAME"):

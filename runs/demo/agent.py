@@ -20,13 +20,12 @@ from pathlib import Path
 
 from django.conf import settings
 
-from oversight.client import Oversight, StaleState
+from oversight.client import Oversight
 from runs.canonical import sha256_hex
 from runs.services.artifacts import write_durably
 
 log = logging.getLogger(__name__)
 OPEN = ("queued", "running")
-PROPOSE_ATTEMPTS = 3
 
 
 class DemoAgent:
@@ -85,22 +84,14 @@ class DemoAgent:
         return run["id"]
 
     def propose(self, run: int, call: str, action: str, arguments: dict, **options) -> dict:
-        """Propose on the run's current version. If a worker moved the run on between
-        our read and the proposal (StaleState), read it again: this script's proposals
-        stay right whatever the other operations did, so it proposes again."""
-        for attempt in range(1, PROPOSE_ATTEMPTS + 1):
-            try:
-                return self.client.propose(
-                    run,
-                    call,
-                    action,
-                    arguments,
-                    rollback_kind=options["rollback"],
-                    risk=options.get("risk", "medium"),
-                )
-            except StaleState:
-                if attempt == PROPOSE_ATTEMPTS:
-                    raise
+        return self.client.propose(
+            run,
+            call,
+            action,
+            arguments,
+            rollback_kind=options["rollback"],
+            risk=options.get("risk", "medium"),
+        )
 
     def put(self, item: str, body: dict, mode: str = "items", undo: bool = True) -> dict:
         target = self.target
