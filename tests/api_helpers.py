@@ -104,12 +104,24 @@ def problem(response, status: int, field: str | None = None) -> dict:
     return body
 
 
-@pytest.fixture
-def agent_token(project, owner) -> AgentToken:
-    """A token of ``project``; its plain text is on ``.plain`` (shown only at issue)."""
-    token, plain = AgentToken.issue(project=project, name="test-agent", owner=owner)
+def nested(levels: int) -> dict:
+    """A JSON object nested ``levels`` deep."""
+    value: dict = {}
+    for _ in range(levels - 1):
+        value = {"x": value}
+    return value
+
+
+def issued(project, name: str, owner) -> AgentToken:
+    """A token with its plain text on ``.plain`` (shown only at issue)."""
+    token, plain = AgentToken.issue(project=project, name=name, owner=owner)
     token.plain = plain
     return token
+
+
+@pytest.fixture
+def agent_token(project, owner) -> AgentToken:
+    return issued(project, "test-agent", owner)
 
 
 @pytest.fixture
@@ -119,9 +131,7 @@ def api(agent_token) -> Api:
 
 @pytest.fixture
 def other_token(other_project, outsider) -> AgentToken:
-    token, plain = AgentToken.issue(project=other_project, name="other-agent", owner=outsider)
-    token.plain = plain
-    return token
+    return issued(other_project, "other-agent", outsider)
 
 
 @pytest.fixture

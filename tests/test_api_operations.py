@@ -9,18 +9,11 @@ from django.db import connection
 
 from runs.models import Operation
 from runs.services.runs import cancel_run, finish_run
-from tests.api_helpers import agent_proposal, problem, proposal
+from tests.api_helpers import agent_proposal, nested, problem, proposal
 from tests.conftest import AGENT
 from tests.helpers import decide_on, stored
 
 pytest_plugins = ["tests.api_helpers"]
-
-
-def nested(levels: int) -> dict:
-    value: dict = {}
-    for _ in range(levels - 1):
-        value = {"x": value}
-    return value
 
 
 # --- proposing ------------------------------------------------------------------------------

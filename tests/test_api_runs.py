@@ -12,18 +12,11 @@ from django.test import Client
 
 from runs.models import Artifact, Message, Operation, Run, Session
 from runs.services.runs import cancel_run, finish_run
-from tests.api_helpers import Api, agent_proposal, artifact_body, problem
+from tests.api_helpers import Api, agent_proposal, artifact_body, nested, problem
 from tests.conftest import AGENT
 from tests.helpers import decide_on, stored
 
 pytest_plugins = ["tests.api_helpers"]
-
-
-def nested(levels: int) -> dict:
-    value: dict = {}
-    for _ in range(levels - 1):
-        value = {"x": value}
-    return value
 
 
 def finished(run: Run, status: str = "completed") -> Run:
