@@ -35,6 +35,8 @@ from runs.services.decisions import expire_if_due
 from runs.services.runs import cancel_run
 from tests.helpers import decide_on
 
+OPEN = ["queued", "running", "waiting"]
+
 NOTE = {"action": "notes.append", "rollback_kind": "in_band"}
 
 
@@ -67,7 +69,7 @@ def deciding(reviewer, call_id: str, kind: str = Decision.Kind.APPROVE, then=Non
 
     def decide_when_proposed() -> None:
         try:
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 30
             while not (op := Operation.objects.filter(call_id=call_id, status="proposed").first()):
                 assert time.monotonic() < deadline, f"{call_id} was never proposed"
                 time.sleep(0.05)
@@ -76,6 +78,9 @@ def deciding(reviewer, call_id: str, kind: str = Decision.Kind.APPROVE, then=Non
                 then()
         except BaseException as exc:
             errors.append(exc)
+            # End the run so that the client waiting in the block stops waiting.
+            for run in Run.objects.filter(operations__call_id=call_id, status__in=OPEN):
+                cancel_run(run=run, actor=Actor.agent("test"), reason=f"decision failed: {exc}")
         finally:
             connection.close()
 
@@ -84,7 +89,7 @@ def deciding(reviewer, call_id: str, kind: str = Decision.Kind.APPROVE, then=Non
     try:
         yield
     finally:
-        thread.join(timeout=15)
+        thread.join(timeout=35)
     assert not errors, errors
 
 
