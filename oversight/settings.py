@@ -166,6 +166,9 @@ OVERSIGHT_REVIEW_SLA_MINUTES = env_int("OVERSIGHT_REVIEW_SLA_MINUTES", 30, minim
 OVERSIGHT_BASE_URL = env_str("OVERSIGHT_BASE_URL", "http://127.0.0.1:8000")
 # Reviewers get at most one email per this many minutes about new pending operations.
 OVERSIGHT_NOTIFY_BATCH_MINUTES = env_int("OVERSIGHT_NOTIFY_BATCH_MINUTES", 5, minimum=1)
+# Message payloads of finished runs older than this are redacted by the
+# redact_messages command (their sha256 is kept).
+OVERSIGHT_MESSAGE_RETENTION_DAYS = env_int("OVERSIGHT_MESSAGE_RETENTION_DAYS", 365, minimum=1)
 # The agent API's limits: whole request body, operation arguments, message payloads,
 # nesting depth, long-poll wait, page size.
 OVERSIGHT_API_MAX_BODY_BYTES = env_int("OVERSIGHT_API_MAX_BODY_BYTES", 8 * 2**20, minimum=1024)

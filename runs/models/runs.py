@@ -3,6 +3,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from runs import machines
+from runs.canonical import json_hash
 from runs.models.choices import choices_constraint
 from runs.models.projects import Project
 from runs.payloads import MessageKind, validate_payload
@@ -102,15 +103,24 @@ class Run(models.Model):
 
 
 class Message(models.Model):
-    """A step of the conversation. ``seq`` is assigned by the writer under the run lock."""
+    """A step of the conversation. ``seq`` is assigned by the writer under the run lock.
+
+    Retention (``runs.retention``) may later replace the payload of a finished run's
+    message with ``redacted_payload(payload_sha256)``; the hash stays, so whoever holds
+    the original can prove it is the message that was here.
+    """
 
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="messages")
     seq = models.PositiveIntegerField()
     kind = models.CharField(max_length=16, choices=MessageKind.choices)
     schema_version = models.PositiveSmallIntegerField(default=1)
     payload = models.JSONField()
+    payload_sha256 = models.CharField(
+        max_length=64, editable=False, help_text="sha256 of the canonical JSON payload."
+    )
     author = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    redacted_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["run", "seq"]
@@ -118,13 +128,34 @@ class Message(models.Model):
             models.UniqueConstraint(fields=["run", "seq"], name="message_unique_seq"),
             models.CheckConstraint(condition=models.Q(seq__gte=1), name="message_seq_positive"),
             choices_constraint("kind", MessageKind, "message_kind_valid"),
+            # The hash outlives the payload: it is what retention keeps.
+            models.CheckConstraint(
+                condition=~models.Q(payload_sha256=""), name="message_has_payload_hash"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(redacted_at__isnull=True)
+                # has_key first: a missing key compares as NULL, which a CHECK lets pass.
+                | models.Q(payload__has_key="redacted", payload__redacted=True),
+                name="message_redacted_has_marker",
+            ),
+        ]
+        indexes = [
+            # Retention's query: messages not yet redacted, run by run, older than a cutoff.
+            models.Index(
+                fields=["run", "created_at"],
+                condition=models.Q(redacted_at__isnull=True),
+                name="message_unredacted_idx",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"message {self.run_id}#{self.seq}"
 
     def save(self, *args, **kwargs) -> None:
+        if self.redacted_at is not None:
+            raise ValidationError(f"{self} is redacted; its payload cannot change")
         self.payload = validate_payload(self.kind, self.schema_version, self.payload)
+        self.payload_sha256 = json_hash(self.payload)
         super().save(*args, **kwargs)
 
     def clean(self) -> None:
@@ -132,3 +163,8 @@ class Message(models.Model):
             validate_payload(self.kind, self.schema_version, self.payload)
         except ValidationError as exc:
             raise ValidationError({"payload": exc.messages}) from None
+
+
+def redacted_payload(payload_sha256: str) -> dict:
+    """What a message's payload becomes once retention has removed its content."""
+    return {"redacted": True, "sha256": payload_sha256}
