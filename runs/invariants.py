@@ -64,6 +64,17 @@ def checkpoint_chains_unbroken() -> Iterator[str]:
         yield f"checkpoint chain broken: {broken}"
 
 
+def checkpoints_in_their_runs_project() -> Iterator[str]:
+    """The project copied onto each checkpoint (for the audit search) is its run's: a
+    checkpoint moved to another project would hide from that project's auditors."""
+    moved = Checkpoint.objects.exclude(project_id=F("run__project_id")).order_by("pk")
+    for checkpoint in moved.values("pk", "run_id", "seq").iterator():
+        yield (
+            f"checkpoint {checkpoint['pk']} (run {checkpoint['run_id']}, seq "
+            f"{checkpoint['seq']}) is filed under another project than its run"
+        )
+
+
 def referenced_artifacts_exist() -> Iterator[str]:
     for artifact in Artifact.objects.filter(refs__isnull=False).distinct().iterator():
         path = artifact.path
@@ -91,6 +102,7 @@ CHECKS: list[Callable[[], Iterator[str]]] = [
     executed_operations_were_approved,
     no_idempotency_key_executed_twice,
     checkpoint_chains_unbroken,
+    checkpoints_in_their_runs_project,
     referenced_artifacts_exist,
     waiting_runs_have_reason,
     closed_runs_have_no_open_proposals,

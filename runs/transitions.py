@@ -216,6 +216,7 @@ def _append(
     previous = Checkpoint.objects.filter(run=run).order_by("-seq").only("hash", "state").first()
     checkpoint = Checkpoint(
         run=run,
+        project_id=run.project_id,
         seq=seq,
         actor_kind=actor.kind,
         actor_user=actor.user,

@@ -8,7 +8,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from runs.chain import verify_run_chain
-from runs.models import Artifact, Checkpoint, Operation, Run
+from runs.models import Artifact, Checkpoint, Operation, Project, Run
 
 
 @pytest.fixture
@@ -68,6 +68,13 @@ def approve_in_cancelled_run() -> list[str]:
     return [f"operation {operation.pk} is approved but its run {operation.run_id} has ended"]
 
 
+def move_checkpoint_to_another_project() -> list[str]:
+    checkpoint = Checkpoint.objects.get(run__goal__startswith="Pay invoice", seq=2)
+    other = Project.objects.create(slug="elsewhere", name="Elsewhere")
+    sql("UPDATE runs_checkpoint SET project_id = %s WHERE id = %s", other.pk, checkpoint.pk)
+    return [f"checkpoint {checkpoint.pk} (run {checkpoint.run_id}, seq 2) is filed under another"]
+
+
 def test_demo_data_satisfies_every_invariant(demo):
     code, out, err = check_invariants()
     assert (code, err) == (0, "")
@@ -87,6 +94,7 @@ def test_every_demo_run_has_an_unbroken_chain(demo):
         commit_without_approval,
         delete_artifact_file,
         approve_in_cancelled_run,
+        move_checkpoint_to_another_project,
     ],
 )
 def test_tampering_is_reported_by_name_and_fails_the_check(demo, tamper):
