@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs.views import alerts, approvals, home, operations, runs, tokens
+from runs.views import alerts, approvals, audit, home, operations, runs, tokens
 
 urlpatterns = [
     path("", home.home, name="home"),
@@ -14,6 +14,14 @@ urlpatterns = [
     path("runs/<int:pk>/", runs.run_detail, name="run"),
     path("runs/<int:pk>/cancel/", runs.cancel, name="run-cancel"),
     path("runs/<int:pk>/artifacts/<int:ref>/", runs.artifact_download, name="run-artifact"),
+    path("audit/", audit.search, name="audit"),
+    path("audit/export.csv", audit.export_view, {"fmt": "csv"}, name="audit-export-csv"),
+    path("audit/export.jsonl", audit.export_view, {"fmt": "jsonl"}, name="audit-export-jsonl"),
+    path("audit/checkpoints/<int:pk>/", audit.checkpoint_detail, name="audit-checkpoint"),
+    path("audit/runs/<int:pk>/", audit.run_audit, name="audit-run"),
+    path("audit/runs/<int:pk>/verify/", audit.verify_chain, name="audit-verify"),
+    path("audit/runs/<int:pk>/evidence.zip", audit.evidence_bundle, name="audit-evidence"),
+    path("audit/artifacts/<int:pk>/", audit.artifact_version, name="audit-artifact"),
     path("alerts/", alerts.alert_list, name="alerts"),
     path("alerts/<int:pk>/acknowledge/", alerts.acknowledge, name="alert-acknowledge"),
     path("alerts/<int:pk>/resolve/", alerts.resolve, name="alert-resolve"),

@@ -1,0 +1,191 @@
+"""The per-run evidence bundle: one zip an auditor can hand on, holding everything
+that happened in the run and the means to check it.
+
+``evidence.json`` has the run and its goal, every message, every proposal with what
+each reviewer was shown (the arguments and their hash) and decided, every execution
+(intent, result, verification, rollback), the alerts and who handled them, every
+checkpoint with its chain hashes, and the result of verifying the chain when the
+bundle was made. ``artifacts/<sha256>`` holds the bytes of every artifact version;
+``missing_artifacts`` and ``altered_artifacts`` name any whose stored bytes are gone or
+no longer match their sha256 (the altered bytes are included as found).
+"""
+
+import json
+import tempfile
+import zipfile
+from datetime import UTC, datetime
+
+from django.db.models import Prefetch
+
+from runs.canonical import sha256_hex
+from runs.chain import verify_run_chain
+from runs.models import Alert, CheckpointArtifact, Decision, Run
+from runs.models.artifacts import blob_path
+
+
+def _when(moment: datetime | None) -> str | None:
+    return moment.astimezone(UTC).isoformat() if moment else None
+
+
+def _username(user) -> str | None:
+    return user.get_username() if user else None
+
+
+def evidence(run: Run, *, user, now: datetime) -> dict:
+    broken = verify_run_chain(run)
+    checkpoints = list(run.checkpoints.order_by("seq"))
+    operations = run.operations.order_by("pk").prefetch_related(
+        Prefetch("decisions", Decision.objects.select_related("reviewer").order_by("pk"))
+    )
+    alerts = run.alerts.order_by("pk").select_related("acknowledged_by", "resolved_by")
+    refs = CheckpointArtifact.objects.filter(checkpoint__run=run).select_related(
+        "artifact", "checkpoint"
+    )
+    return {
+        "bundle": {
+            "format": 1,
+            "generated_at": _when(now),
+            "generated_by": user.get_username(),
+        },
+        "run": {
+            "id": run.pk,
+            "project": run.project.slug,
+            "session": {
+                "id": run.session_id,
+                "agent": run.session.agent,
+                "owner": _username(run.session.owner),
+            },
+            "goal": run.goal,
+            "status": run.status,
+            "outcome": run.outcome,
+            "retry_of": run.retry_of_id,
+            "created_at": _when(run.created_at),
+            "version": run.version,
+        },
+        "messages": [
+            {
+                "seq": m.seq,
+                "kind": m.kind,
+                "author": m.author,
+                "created_at": _when(m.created_at),
+                "payload": m.payload,
+            }
+            for m in run.messages.order_by("seq")
+        ],
+        "operations": [_operation(op) for op in operations],
+        "alerts": [_alert(alert) for alert in alerts],
+        "artifacts": [
+            {
+                "name": ref.name,
+                "checkpoint_seq": ref.checkpoint.seq,
+                "sha256": ref.artifact.sha256,
+                "size": ref.artifact.size,
+                "media_type": ref.artifact.media_type,
+                "file": f"artifacts/{ref.artifact.sha256}",
+            }
+            for ref in refs.order_by("checkpoint__seq", "name")
+        ],
+        "checkpoints": [
+            {
+                "seq": c.seq,
+                "created_at": _when(c.created_at),
+                "actor": {"kind": c.actor_kind, "name": c.actor_label},
+                "operation": c.operation_id,
+                "event": c.event,
+                "from": c.from_status,
+                "to": c.to_status,
+                "reason": c.reason,
+                "state": c.state,
+                "prev_hash": c.prev_hash,
+                "hash": c.hash,
+            }
+            for c in checkpoints
+        ],
+        "chain": {
+            "verified": broken is None,
+            "broken_link": str(broken) if broken else None,
+            "head": checkpoints[-1].hash if checkpoints else None,
+            "length": len(checkpoints),
+        },
+    }
+
+
+def _operation(op) -> dict:
+    return {
+        "id": op.pk,
+        "call_id": op.call_id,
+        "action": op.action,
+        "risk": op.risk,
+        "rollback_kind": op.rollback_kind,
+        "executor": op.executor,
+        "required_approvals": op.required_approvals,
+        "proposed_arguments": op.proposed_arguments,
+        "arguments": op.arguments,
+        "arguments_hash": op.arguments_hash,
+        "idempotency_key": op.idempotency_key,
+        "status": op.status,
+        "status_reason": op.status_reason,
+        "proposed_at": _when(op.created_at),
+        "decisions": [
+            {
+                "kind": d.kind,
+                "by": _username(d.reviewer) or f"policy:{d.policy}",
+                "shown_arguments_hash": d.arguments_hash,
+                "edited_arguments": d.edited_arguments,
+                "comment": d.comment,
+                "at": _when(d.created_at),
+            }
+            for d in op.decisions.all()
+        ],
+        "execution": {"intent": op.intent, "result": op.result},
+    }
+
+
+def _alert(alert: Alert) -> dict:
+    return {
+        "id": alert.pk,
+        "operation": alert.operation_id,
+        "status": alert.status,
+        "summary": alert.summary,
+        "state_left": alert.state_left,
+        "created_at": _when(alert.created_at),
+        "acknowledged_by": _username(alert.acknowledged_by),
+        "acknowledged_at": _when(alert.acknowledged_at),
+        "resolved_by": _username(alert.resolved_by),
+        "resolved_at": _when(alert.resolved_at),
+        "resolution_note": alert.resolution_note,
+        "deliveries": [
+            {
+                "channel": d.channel,
+                "target": d.target,
+                "status": d.status,
+                "attempts": d.attempts,
+                "last_error": d.last_error,
+                "delivered_at": _when(d.delivered_at),
+            }
+            for d in alert.deliveries.order_by("pk")
+        ],
+    }
+
+
+def bundle(run: Run, *, user, now: datetime) -> tempfile.SpooledTemporaryFile:
+    """The zip, in a temporary file (spilling to disk past 8 MB), rewound."""
+    content = evidence(run, user=user, now=now)
+    blobs = {item["sha256"]: blob_path(item["sha256"]) for item in content["artifacts"]}
+    content["missing_artifacts"] = sorted(sha for sha, path in blobs.items() if not path.exists())
+    content["altered_artifacts"] = sorted(
+        sha
+        for sha, path in blobs.items()
+        if sha not in content["missing_artifacts"] and sha256_hex(path.read_bytes()) != sha
+    )
+    # Returned open: the response streams it, then closes it.
+    archive_file = tempfile.SpooledTemporaryFile(max_size=8 * 2**20)  # noqa: SIM115
+    with zipfile.ZipFile(archive_file, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(
+            "evidence.json", json.dumps(content, indent=2, ensure_ascii=False, sort_keys=True)
+        )
+        for sha256, path in blobs.items():
+            if sha256 not in content["missing_artifacts"]:
+                archive.write(path, f"artifacts/{sha256}")
+    archive_file.seek(0)
+    return archive_file

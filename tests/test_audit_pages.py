@@ -1,0 +1,860 @@
+"""The auditor's pages: one checkpoint with its diff, a run's chain and artifacts, the
+"Verify chain" button, artifact versions, the exports, the evidence bundle; that
+auditors can change nothing; and that user text stays text."""
+
+import csv
+import hashlib
+import html
+import io
+import json
+import re
+import zipfile
+
+import pytest
+from django.test import Client
+from django.urls import get_resolver, reverse
+
+from runs.audit.diff import Change, DiffLine, state_diff, text_diff
+from runs.engine.worker import Worker
+from runs.models import AgentToken, Alert, Checkpoint, CheckpointArtifact, Decision, Run
+from runs.payloads import MessageKind
+from runs.services.alerts import acknowledge_alert, resolve_alert
+from runs.services.artifacts import attach_artifact
+from runs.services.runs import append_message, open_session, start_run
+from runs.services.tokens import issue_token
+from tests.conftest import AGENT
+from tests.helpers import decide_on, stored
+
+HTMX = {"HX-Request": "true"}
+TRANSFER = {"from": "A", "to": "B", "amount": "100.00"}
+REPORT_V1 = b"alpha\nbeta\ngamma\n"
+REPORT_V2 = b"alpha\nBETA\ngamma\ndelta\n"
+XSS = "<script>alert(1)</script>"
+ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
+
+
+@pytest.fixture
+def story(run, propose, reviewer, accounts) -> Run:
+    """The run fixture's history: a message, a report in two versions and a CSV, a
+    transfer reviewer rejects and one reviewer approves that a worker executes."""
+    append_message(
+        run=run, kind=MessageKind.AGENT, payload={"text": "Looking up the invoice"}, actor=AGENT
+    )
+    attach_artifact(run=run, name="report.txt", content=REPORT_V1, actor=AGENT)
+    refused = propose("refused")
+    decide_on(refused, reviewer, Decision.Kind.REJECT, comment="Not this supplier")
+    paid = propose("paid", arguments=TRANSFER)
+    decide_on(paid, reviewer, comment="Invoice matches the PO")
+    Worker("test-worker").drain()
+    attach_artifact(run=run, name="report.txt", content=REPORT_V2, actor=AGENT)
+    attach_artifact(run=run, name="data.csv", content=b"a,b\n1,2\n", actor=AGENT)
+    run.refresh_from_db()
+    return run
+
+
+@pytest.fixture
+def as_auditor(client, auditor) -> Client:
+    client.force_login(auditor)
+    return client
+
+
+def at(run: Run, **lookup) -> Checkpoint:
+    """The run's first checkpoint matching ``lookup``."""
+    return run.checkpoints.filter(**lookup).order_by("seq").first()
+
+
+def versions(run: Run, name: str) -> list[CheckpointArtifact]:
+    return list(
+        CheckpointArtifact.objects.filter(checkpoint__run=run, name=name)
+        .select_related("artifact", "checkpoint")
+        .order_by("checkpoint__seq")
+    )
+
+
+def page(client: Client, url: str, status: int = 200, **kwargs) -> str:
+    response = client.get(url, **kwargs)
+    assert response.status_code == status
+    return response.text
+
+
+def diff_row(kind: str, path: str, before=None, after=None) -> str:
+    """One row of the checkpoint page's "What changed" table."""
+    cells = [
+        f'<code class="del">{html.escape(json.dumps(before))}</code>' if kind != "added" else "",
+        f'<code class="add">{html.escape(json.dumps(after))}</code>' if kind != "removed" else "",
+    ]
+    return (
+        f'<tr class="change-{kind}"><td><code>{path}</code></td><td>{kind}</td>'
+        f"<td>{cells[0]}</td><td>{cells[1]}</td></tr>"
+    )
+
+
+def pretty(value) -> str:
+    """JSON as the pages show it (escaped)."""
+    return html.escape(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+# --- One checkpoint --------------------------------------------------------------------
+
+
+def test_checkpoint_page_shows_a_decision_with_its_observation(as_auditor, story):
+    rejected = at(story, to_status="rejected")
+    operation = rejected.operation
+
+    text = page(as_auditor, f"/audit/checkpoints/{rejected.pk}/")
+
+    assert (
+        '<code>operation.status</code>: proposed → <span class="status status-rejected">'
+        "rejected</span>"
+    ) in text
+    assert "<dt>Actor</dt><dd>user <strong>reviewer</strong></dd>" in text
+    assert "<dt>Reason</dt><dd>Not this supplier</dd>" in text
+    assert (
+        f"reject by <strong>reviewer</strong> on arguments "
+        f"<code>{operation.arguments_hash[:19]}…</code>: “Not this supplier”"
+    ) in text
+    assert pretty({"decision": "rejected", "reason": "Not this supplier"}) in text
+    assert "<code>ledger.transfer</code>" in text
+    assert f'<code class="hash">{rejected.hash}</code> <span class="chain-ok">' in text
+    assert pretty(rejected.state) in text
+
+
+def test_checkpoint_page_shows_the_workers_observation(as_auditor, story):
+    committed = at(story, to_status="committed")
+
+    text = page(as_auditor, f"/audit/checkpoints/{committed.pk}/")
+
+    assert "worker <strong>test-worker</strong>" in text
+    assert "<dt>Reason</dt><dd>executed and verified</dd>" in text
+    assert pretty(committed.state["observation"]) in text
+    assert "&quot;verified&quot;: true" in text
+
+
+def test_checkpoint_page_lists_the_artifacts_it_introduced_with_their_hashes(as_auditor, story):
+    first, second = versions(story, "report.txt")
+
+    text = page(as_auditor, f"/audit/checkpoints/{second.checkpoint_id}/")
+    introduced = text[text.index("Artifacts introduced here") :].split("</section>")[0]
+
+    assert re.findall(r'<a href="/audit/artifacts/(\d+)/"><code>([^<]+)</code>', introduced) == [
+        (str(second.pk), "report.txt")
+    ]
+    assert f'<code class="hash">sha256 {hashlib.sha256(REPORT_V2).hexdigest()}</code>' in introduced
+    path = "artifacts.report.txt.sha256"
+    assert diff_row("changed", path, first.artifact.sha256, second.artifact.sha256) in text
+
+
+def test_checkpoint_page_links_its_neighbours_in_the_chain(as_auditor, story):
+    chain = list(story.checkpoints.order_by("seq"))
+    first, middle, last = chain[0], chain[4], chain[-1]
+
+    middle_page = page(as_auditor, f"/audit/checkpoints/{middle.pk}/")
+    first_page = page(as_auditor, f"/audit/checkpoints/{first.pk}/")
+    last_page = page(as_auditor, f"/audit/checkpoints/{last.pk}/")
+
+    assert (
+        f'<a href="/audit/checkpoints/{chain[3].pk}/" rel="prev">← Checkpoint 4</a>' in middle_page
+    )
+    assert (
+        f'<a href="/audit/checkpoints/{chain[5].pk}/" rel="next">Checkpoint 6 →</a>' in middle_page
+    )
+    assert "First checkpoint" in first_page and 'rel="prev"' not in first_page
+    assert "links to the start" in first_page
+    assert "Latest checkpoint" in last_page and 'rel="next"' not in last_page
+
+
+def test_diff_against_the_previous_checkpoint_shows_what_changed(as_auditor, story):
+    waiting = at(story, event="run.status", to_status="waiting")
+
+    text = page(as_auditor, f"/audit/checkpoints/{waiting.pk}/")
+
+    assert f"What changed since checkpoint {waiting.seq - 1}" in text
+    assert diff_row("changed", "run.status", "running", "waiting") in text
+    assert diff_row("changed", "run.reason", "", "approval") in text
+    assert diff_row("changed", "run.version", waiting.seq - 1, waiting.seq) in text
+    assert "<code>run.cancel_requested</code>" not in text  # unchanged
+
+
+def test_diff_against_another_checkpoint_of_the_run(as_auditor, story):
+    waiting = at(story, event="run.status", to_status="waiting")
+
+    text = page(as_auditor, f"/audit/checkpoints/{waiting.pk}/?against=1")
+
+    assert "What changed since checkpoint 1" in text
+    assert diff_row("changed", "run.status", "queued", "waiting") in text
+    assert diff_row("removed", "goal", before="Pay the supplier invoice") in text
+    assert f'name="against" min="1" max="{story.version}" value="1"' in text
+
+
+def test_first_checkpoint_shows_its_whole_state_as_added(as_auditor, story):
+    text = page(as_auditor, f"/audit/checkpoints/{at(story, seq=1).pk}/")
+    assert diff_row("added", "goal", after="Pay the supplier invoice") in text
+    assert diff_row("added", "run.status", after="queued") in text
+
+
+@pytest.mark.parametrize("against", ["0", "99", "abc", "-1", "1.5", "²"])
+def test_bad_against_is_refused_with_a_message(as_auditor, story, against):
+    waiting = at(story, event="run.status", to_status="waiting")
+
+    text = page(as_auditor, f"/audit/checkpoints/{waiting.pk}/?against={against}", status=400)
+
+    assert (
+        f'<p class="error" role="alert">There is no checkpoint {html.escape(against)} in this '
+        f"run (1 to {story.version}).</p>"
+    ) in text
+    assert f"What changed since checkpoint {waiting.seq - 1}" in text
+
+
+# --- Access ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def audit_urls(story) -> dict[str, str]:
+    """Every audit page of the story, and its artifact download."""
+    ref = versions(story, "report.txt")[0]
+    return {
+        "checkpoint": f"/audit/checkpoints/{at(story, seq=1).pk}/",
+        "run": f"/audit/runs/{story.pk}/",
+        "verify": f"/audit/runs/{story.pk}/verify/",
+        "evidence": f"/audit/runs/{story.pk}/evidence.zip",
+        "artifact": f"/audit/artifacts/{ref.pk}/",
+        "download": f"/runs/{story.pk}/artifacts/{ref.pk}/",
+    }
+
+
+def test_other_projects_audit_pages_are_not_found(client, outsider, audit_urls):
+    client.force_login(outsider)
+    for url in audit_urls.values():
+        assert client.get(url).status_code == 404, url
+
+
+def test_anonymous_is_sent_to_login(client, audit_urls):
+    for url in [*audit_urls.values(), "/audit/", "/audit/export.csv", "/audit/export.jsonl"]:
+        response = client.get(url)
+        assert response.status_code == 302, url
+        assert response["Location"].startswith(f"/accounts/login/?next={url}"), url
+
+
+# --- A run's history ---------------------------------------------------------------------
+
+
+def test_run_audit_page_lists_every_checkpoint_in_order(as_auditor, story):
+    text = page(as_auditor, f"/audit/runs/{story.pk}/")
+
+    listed = re.findall(r'<a href="/audit/checkpoints/(\d+)/">#(\d+)</a>', text)
+    assert [(int(pk), int(seq)) for pk, seq in listed] == list(
+        story.checkpoints.order_by("seq").values_list("pk", "seq")
+    )
+    assert '<p class="goal">Pay the supplier invoice</p>' in text
+    assert "Not this supplier" in text
+
+
+def test_a_long_run_lists_its_first_checkpoints_and_links_to_all(as_auditor, story, monkeypatch):
+    monkeypatch.setattr("runs.views.audit.RUN_PAGE_CHECKPOINTS", 3)
+
+    text = page(as_auditor, f"/audit/runs/{story.pk}/")
+
+    listed = re.findall(r'<a href="/audit/checkpoints/\d+/">#(\d+)</a>', text)
+    assert listed == ["1", "2", "3"]
+    assert f"the first 3 of {story.version}" in text
+    assert f'href="/audit/?run={story.pk}&amp;sort=run"' in text
+
+
+def test_run_audit_page_groups_artifacts_by_name_with_their_versions(as_auditor, story):
+    text = page(as_auditor, f"/audit/runs/{story.pk}/")
+
+    groups = re.findall(
+        r"<h3><code>([^<]+)</code></h3>\s*<ol class=\"versions\">(.*?)</ol>", text, re.S
+    )
+    shown = {
+        name: re.findall(r'<a href="/audit/artifacts/(\d+)/">Version (\d+)</a>', block)
+        for name, block in groups
+    }
+    assert shown == {
+        name: [(str(ref.pk), str(n)) for n, ref in enumerate(versions(story, name), 1)]
+        for name in ["data.csv", "report.txt"]
+    }
+    assert [name for name, _ in groups] == ["data.csv", "report.txt"]
+
+
+def test_verify_chain_says_the_chain_holds(as_auditor, story):
+    whole = page(as_auditor, f"/audit/runs/{story.pk}/verify/")
+    fragment = page(as_auditor, f"/audit/runs/{story.pk}/verify/", headers=HTMX)
+
+    for text in (whole, fragment):
+        assert "<strong>The chain holds.</strong>" in text
+        assert f"up to version {story.version}." in text
+    assert "<h1>" in whole
+    assert fragment.strip().startswith('<div id="chain-result" role="status">')
+    assert "<h1>" not in fragment and "<html" not in fragment
+    assert "The chain holds." not in page(as_auditor, f"/audit/runs/{story.pk}/")
+
+
+def test_verify_chain_names_the_checkpoint_edited_behind_the_applications_back(as_auditor, story):
+    forged = at(story, to_status="rejected")
+    Checkpoint.objects.filter(pk=forged.pk).update(reason="forged")
+    broken = (
+        f"<strong>The chain is broken</strong> at run {story.pk}, seq {forged.seq} "
+        f"(checkpoint {forged.pk}): content does not match its hash (edited)."
+    )
+
+    whole = page(as_auditor, f"/audit/runs/{story.pk}/verify/")
+    fragment = page(as_auditor, f"/audit/runs/{story.pk}/verify/", headers=HTMX)
+
+    assert broken in whole and broken in fragment
+    assert "The chain holds." not in whole + fragment
+    checkpoint_page = page(as_auditor, f"/audit/checkpoints/{forged.pk}/")
+    assert '<strong class="chain-broken">does not match its content</strong>' in checkpoint_page
+
+
+# --- Artifact versions -----------------------------------------------------------------
+
+
+def test_artifact_version_is_verified_and_shown_as_text(as_auditor, story):
+    first = versions(story, "report.txt")[0]
+
+    text = page(as_auditor, f"/audit/artifacts/{first.pk}/")
+
+    assert f'<code class="hash">{hashlib.sha256(REPORT_V1).hexdigest()}</code>' in text
+    assert "verified against the stored bytes just now" in text
+    assert '<pre class="code">alpha\nbeta\ngamma\n</pre>' in text
+    assert f"{len(REPORT_V1)} bytes · text/plain" in text
+
+
+def test_artifact_whose_bytes_were_overwritten_does_not_verify(as_auditor, story):
+    first = versions(story, "report.txt")[0]
+    first.artifact.path.write_bytes(b"alpha\nomega\ngamma\n")
+
+    text = page(as_auditor, f"/audit/artifacts/{first.pk}/")
+
+    assert "does NOT match the stored bytes" in text
+    assert "verified against the stored bytes" not in text
+
+
+def test_artifact_whose_bytes_are_missing_says_so(as_auditor, story):
+    first, second = versions(story, "report.txt")
+    first.artifact.path.unlink()
+
+    missing = page(as_auditor, f"/audit/artifacts/{first.pk}/")
+    compared = page(as_auditor, f"/audit/artifacts/{second.pk}/")
+
+    assert "The stored bytes are missing." in missing
+    assert "verified against" not in missing
+    assert "verified against the stored bytes just now" in compared
+    assert "Only text up to 512 KB is compared" in compared
+
+
+def test_line_diff_between_two_versions(as_auditor, story):
+    first, second = versions(story, "report.txt")
+
+    newer = page(as_auditor, f"/audit/artifacts/{second.pk}/")
+    reverse = page(as_auditor, f"/audit/artifacts/{first.pk}/?against={second.pk}")
+
+    assert f"Changes since checkpoint {first.checkpoint.seq}" in newer
+    for line in [
+        '<span class="same"><span class="ln">1</span><span class="ln">1</span>  alpha</span>',
+        '<span class="del"><span class="ln">2</span><span class="ln"></span>- beta</span>',
+        '<span class="add"><span class="ln"></span><span class="ln">2</span>+ BETA</span>',
+        '<span class="add"><span class="ln"></span><span class="ln">4</span>+ delta</span>',
+    ]:
+        assert line in newer
+    assert f"Changes since checkpoint {second.checkpoint.seq}" in reverse
+    assert (
+        '<span class="del"><span class="ln">4</span><span class="ln"></span>- delta</span>'
+        in reverse
+    )
+    assert "Changes since" not in page(as_auditor, f"/audit/artifacts/{first.pk}/")
+
+
+@pytest.mark.parametrize("against", ["another artifact", "x", "²"])
+def test_diff_against_anything_but_a_version_of_the_same_artifact_is_not_found(
+    as_auditor, story, against
+):
+    report, data = versions(story, "report.txt")[0], versions(story, "data.csv")[0]
+    against = data.pk if against == "another artifact" else against
+
+    assert as_auditor.get(f"/audit/artifacts/{report.pk}/?against={against}").status_code == 404
+
+
+def test_versions_that_differ_only_in_line_endings_are_not_called_the_same(as_auditor, story):
+    attach_artifact(run=story, name="notes.txt", content=b"total: 1\r\n", actor=AGENT)
+    attach_artifact(run=story, name="notes.txt", content=b"total: 1\n", actor=AGENT)
+    second = versions(story, "notes.txt")[1]
+
+    text = page(as_auditor, f"/audit/artifacts/{second.pk}/")
+
+    assert "The two versions have the same text." not in text
+
+
+def test_download_returns_the_versions_bytes(as_auditor, story):
+    first = versions(story, "report.txt")[0]
+    text = page(as_auditor, f"/audit/artifacts/{first.pk}/")
+    link = re.search(r'<a class="button" href="([^"]+)">Download this version</a>', text)[1]
+
+    response = as_auditor.get(link)
+
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == 'attachment; filename="report.txt"'
+    assert b"".join(response.streaming_content) == REPORT_V1
+
+
+# --- The state and text diffs ------------------------------------------------------------
+
+
+def test_state_diff_reports_nested_additions_removals_and_changes():
+    before = {
+        "run": {"status": "running", "version": 3},
+        "pending": [{"id": 1, "approved_by": ["ann"]}],
+        "gone": {"deep": True},
+        "same": [1, 2],
+    }
+    after = {
+        "run": {"status": "waiting", "version": 3},
+        "pending": [{"id": 1, "approved_by": ["ann", "bob"]}, {"id": 2, "approved_by": []}],
+        "new": {"x": None},
+        "same": [1, 2],
+    }
+
+    assert state_diff(before, after) == [
+        Change("run.status", "changed", "running", "waiting"),
+        Change("pending[0].approved_by[1]", "added", after="bob"),
+        Change("pending[1].id", "added", after=2),
+        Change("pending[1].approved_by", "added", after=[]),
+        Change("new.x", "added", after=None),
+        Change("gone.deep", "removed", before=True),
+    ]
+    assert state_diff(after, after) == []
+
+
+def test_state_diff_of_a_value_replaced_by_an_object():
+    assert state_diff({"result": "pending"}, {"result": {"ok": True}}) == [
+        Change("result.ok", "added", after=True),
+        Change("result", "removed", before="pending"),
+    ]
+
+
+def test_state_diff_tells_true_from_one():
+    """JSON's true and 1 are different values (Python's True == 1 is not a reason to
+    hide the change)."""
+    assert state_diff({"confirm": 1}, {"confirm": True}) == [Change("confirm", "changed", 1, True)]
+
+
+def test_text_diff_numbers_lines_and_separates_hunks():
+    before = "".join(f"line {n}\n" for n in range(1, 11))
+    after = before.replace("line 2\n", "line two\n").replace("line 9\n", "")
+
+    lines = text_diff(before, after, context=1)
+
+    assert lines == [
+        DiffLine("hunk", 1, 1, ""),
+        DiffLine("context", 1, 1, "line 1"),
+        DiffLine("removed", 2, None, "line 2"),
+        DiffLine("added", None, 2, "line two"),
+        DiffLine("context", 3, 3, "line 3"),
+        DiffLine("hunk", 8, 8, ""),
+        DiffLine("context", 8, 8, "line 8"),
+        DiffLine("removed", 9, None, "line 9"),
+        DiffLine("context", 10, 9, "line 10"),
+    ]
+    assert text_diff(before, before) == []
+    assert text_diff("", "new\n") == [DiffLine("hunk", 1, 1, ""), DiffLine("added", None, 1, "new")]
+
+
+# --- Evidence bundle ------------------------------------------------------------------
+
+
+@pytest.fixture
+def alerted(story, approved, admin_user) -> Alert:
+    """An update the target lies about, with no undo: the worker raises an alert; an
+    admin acknowledges it, then resolves it with a note."""
+    operation = approved("http-rigged-no-undo")
+    Worker("test-worker").drain()
+    alert = Alert.objects.get(operation=operation)
+    acknowledge_alert(alert=alert, user=admin_user)
+    resolve_alert(alert=alert, user=admin_user, note="Set the colour back by hand.")
+    return alert
+
+
+def bundle(client: Client, run: Run) -> tuple[dict, zipfile.ZipFile]:
+    response = client.get(f"/audit/runs/{run.pk}/evidence.zip")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/zip"
+    assert response["Content-Disposition"].startswith(
+        f'attachment; filename="oversight-run-{run.pk}-evidence-'
+    )
+    # Reading the whole stream closes the response.
+    archive = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
+    return json.loads(archive.read("evidence.json")), archive
+
+
+def test_evidence_bundle_holds_the_whole_run(as_auditor, story, alerted, reviewer):
+    run = Run.objects.get(pk=story.pk)
+
+    evidence, archive = bundle(as_auditor, run)
+
+    assert evidence["run"]["goal"] == "Pay the supplier invoice"
+    assert evidence["bundle"]["generated_by"] == "auditor"
+    assert [m["payload"] for m in evidence["messages"]] == [{"text": "Looking up the invoice"}]
+    operations = {op["call_id"]: op for op in evidence["operations"]}
+    for operation in run.operations.all():
+        shown = operations[operation.call_id]
+        assert shown["proposed_arguments"] == operation.proposed_arguments
+        assert shown["status"] == operation.status
+        assert shown["execution"]["result"] == operation.result
+        assert [
+            (d["by"], d["kind"], d["comment"], d["shown_arguments_hash"])
+            for d in shown["decisions"]
+        ] == [
+            (d.reviewer.username, d.kind, d.comment, d.arguments_hash)
+            for d in operation.decisions.order_by("pk")
+        ]
+    assert operations["refused"]["decisions"][0]["comment"] == "Not this supplier"
+    assert operations["refused"]["decisions"][0]["kind"] == "reject"
+    assert operations["paid"]["decisions"][0]["by"] == reviewer.username
+    assert operations["paid"]["execution"]["result"]["verified"] is True
+    [alert] = evidence["alerts"]
+    assert (alert["acknowledged_by"], alert["resolved_by"]) == ("admin", "admin")
+    assert alert["resolution_note"] == "Set the colour back by hand."
+    assert alert["summary"] == alerted.summary
+    assert [(c["seq"], c["prev_hash"], c["hash"]) for c in evidence["checkpoints"]] == list(
+        run.checkpoints.order_by("seq").values_list("seq", "prev_hash", "hash")
+    )
+    assert evidence["chain"] == {
+        "verified": True,
+        "broken_link": None,
+        "head": run.checkpoints.order_by("seq").last().hash,
+        "length": run.version,
+    }
+    shas = {item["sha256"] for item in evidence["artifacts"]}
+    assert len(shas) == 3
+    for sha in shas:
+        assert hashlib.sha256(archive.read(f"artifacts/{sha}")).hexdigest() == sha
+    assert evidence["missing_artifacts"] == []
+
+
+def test_evidence_bundle_of_a_tampered_run_says_the_chain_is_broken(as_auditor, story):
+    forged = at(story, to_status="rejected")
+    Checkpoint.objects.filter(pk=forged.pk).update(reason="forged")
+
+    evidence, _ = bundle(as_auditor, story)
+
+    assert evidence["chain"]["verified"] is False
+    assert f"seq {forged.seq}" in evidence["chain"]["broken_link"]
+    assert [c["reason"] for c in evidence["checkpoints"] if c["seq"] == forged.seq] == ["forged"]
+
+
+def test_evidence_bundle_lists_missing_artifact_bytes(as_auditor, story):
+    first = versions(story, "report.txt")[0]
+    first.artifact.path.unlink()
+
+    evidence, archive = bundle(as_auditor, story)
+
+    assert evidence["missing_artifacts"] == [first.artifact.sha256]
+    assert f"artifacts/{first.artifact.sha256}" not in archive.namelist()
+
+
+def test_evidence_bundle_names_artifact_bytes_altered_on_disk(as_auditor, story):
+    first = versions(story, "report.txt")[0]
+    first.artifact.path.write_bytes(b"rewritten on disk")
+
+    evidence, archive = bundle(as_auditor, story)
+
+    assert evidence["altered_artifacts"] == [first.artifact.sha256]
+    assert evidence["missing_artifacts"] == []
+    assert archive.read(f"artifacts/{first.artifact.sha256}") == b"rewritten on disk"
+
+
+# --- Exports --------------------------------------------------------------------------
+
+
+def export(client: Client, fmt: str, query: str):
+    """The streamed export: its response and its text."""
+    response = client.get(f"/audit/export.{fmt}?{query}")
+    assert response.status_code == 200
+    assert response.streaming
+    return response, b"".join(response.streaming_content).decode()
+
+
+def from_csv(text: str) -> tuple[dict, list[dict]]:
+    """The ``# name: value`` header lines, then the rows under the CSV's header row."""
+    comments = re.match(r"(#[^\n]*\n)*", text)[0]
+    header = dict(line[2:].split(": ", 1) for line in comments.splitlines())
+    return header, list(csv.DictReader(io.StringIO(text[len(comments) :], newline="")))
+
+
+def from_jsonl(text: str) -> tuple[dict, list[dict]]:
+    header, *rows = (json.loads(line) for line in text.split("\n")[:-1])
+    return header, rows
+
+
+def expected_rows(queryset) -> list[dict]:
+    """What an export must say about each checkpoint, in the export's own types."""
+    return [
+        {
+            "id": c.pk,
+            "created_at": c.created_at.isoformat(),
+            "project": c.run.project.slug,
+            "run": c.run_id,
+            "session": c.run.session_id,
+            "seq": c.seq,
+            "event": c.event,
+            "from_status": c.from_status,
+            "to_status": c.to_status,
+            "actor_kind": c.actor_kind,
+            "actor": c.actor_label,
+            "operation": c.operation_id,
+            "action": c.operation.action if c.operation else None,
+            "risk": c.operation.risk if c.operation else None,
+            "reason": c.reason,
+            "state": c.state,
+            "prev_hash": c.prev_hash,
+            "hash": c.hash,
+        }
+        for c in queryset.select_related("run__project", "operation")
+    ]
+
+
+def as_csv_cells(row: dict) -> dict:
+    """A row as the CSV writes it: None is an empty cell, numbers are text, the state
+    is JSON."""
+    cells = {key: "" if value is None else str(value) for key, value in row.items()}
+    cells["state"] = json.dumps(row["state"], sort_keys=True, ensure_ascii=False)
+    return cells
+
+
+QUERY = "actor_kind=agent&run={run}&sort=run"
+
+
+def test_csv_export_parses_back_to_the_checkpoints(as_auditor, story):
+    query = QUERY.format(run=story.pk)
+
+    response, text = export(as_auditor, "csv", query)
+    header, rows = from_csv(text)
+
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
+    assert re.fullmatch(
+        r'attachment; filename="oversight-checkpoints-\d{8}-\d{6}\.csv"',
+        response["Content-Disposition"],
+    )
+    assert header["export"] == "oversight checkpoints"
+    assert header["query"] == response["X-Oversight-Query"] == query
+    assert header["exported_by"] == "auditor"
+    matching = story.checkpoints.filter(actor_kind="agent").order_by("seq")
+    assert len(rows) == matching.count() > 3
+    assert rows == [as_csv_cells(row) for row in expected_rows(matching)]
+
+
+def test_jsonl_export_parses_back_to_the_checkpoints(as_auditor, story):
+    query = QUERY.format(run=story.pk)
+
+    response, text = export(as_auditor, "jsonl", query)
+    header, rows = from_jsonl(text)
+
+    assert response["Content-Type"] == "application/jsonl; charset=utf-8"
+    assert response["X-Oversight-Query"] == query
+    assert {k: header[k] for k in ("export", "query", "exported_by")} == {
+        "export": "oversight checkpoints",
+        "query": query,
+        "exported_by": "auditor",
+    }
+    matching = story.checkpoints.filter(actor_kind="agent").order_by("seq")
+    assert rows == expected_rows(matching)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+@pytest.mark.parametrize("sort", ["newest", "oldest", "run"])
+def test_export_across_batches_gives_every_row_once_in_order(
+    as_auditor, story, session, monkeypatch, fmt, sort
+):
+    start_run(session=session, goal="A second run", actor=AGENT)
+    monkeypatch.setattr("runs.audit.export.BATCH", 7)
+    parse = from_csv if fmt == "csv" else from_jsonl
+
+    _, rows = parse(export(as_auditor, fmt, f"sort={sort}")[1])
+
+    ordering = {"newest": ["-created_at", "-id"], "oldest": ["created_at", "id"]}
+    expected = Checkpoint.objects.order_by(*ordering.get(sort, ["run_id", "seq"]))
+    assert expected.count() > 2 * 7  # three batches or more
+    assert [int(row["id"]) for row in rows] == list(expected.values_list("pk", flat=True))
+
+
+def test_csv_neutralises_formulas_that_json_lines_keep(as_auditor, run, propose, reviewer):
+    formulas = ['=HYPERLINK("http://evil.example","x")', "+1+1", "-2+3", "@SUM(A1)"]
+    prose = 'Says "no", then\nleaves'
+    for n, comment in enumerate([*formulas, prose]):
+        decide_on(propose(f"call-{n}"), reviewer, Decision.Kind.REJECT, comment=comment)
+
+    _, csv_rows = from_csv(export(as_auditor, "csv", "decision=reject&sort=oldest")[1])
+    _, json_rows = from_jsonl(export(as_auditor, "jsonl", "decision=reject&sort=oldest")[1])
+
+    assert [row["reason"] for row in csv_rows] == [*(f"'{f}" for f in formulas), prose]
+    assert [row["reason"] for row in json_rows] == [*formulas, prose]
+
+
+def test_export_holds_only_the_users_projects(as_auditor, story, other_project, outsider):
+    session = open_session(project=other_project, owner=outsider, agent="elsewhere")
+    elsewhere = start_run(session=session, goal="Away", actor=AGENT)
+    for fmt, parse in [("csv", from_csv), ("jsonl", from_jsonl)]:
+        assert parse(export(as_auditor, fmt, f"run={elsewhere.pk}")[1])[1] == []
+        _, rows = parse(export(as_auditor, fmt, "")[1])
+        assert {str(row["project"]) for row in rows} == {"acme"}
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+@pytest.mark.parametrize(
+    ("query", "label"),
+    [
+        ("since=someday", "Since"),
+        # Refused before the download starts, not a 200 whose stream breaks off.
+        ("run=99999999999999999999", "Run"),
+        ("until=9999-12-31", "Until"),
+    ],
+)
+def test_export_with_invalid_filters_is_refused(as_auditor, story, fmt, query, label):
+    response = as_auditor.get(f"/audit/export.{fmt}?{query}")
+
+    assert response.status_code == 400
+    assert not response.streaming
+    assert f'<p class="error" role="alert">{label}: ' in response.text
+
+
+# --- Auditors change nothing -------------------------------------------------------------
+
+# Every route of the app that a POST may change something through, and every route that
+# only reads. A new route must be added to one of them (or to MINE) before this passes.
+WRITES = [
+    "operation-decide",
+    "run-cancel",
+    "alert-acknowledge",
+    "alert-resolve",
+    "tokens",
+    "token-revoke",
+]
+READS = [
+    "home",
+    "healthz",
+    "approvals",
+    "operation",
+    "operation-outcome",
+    "runs",
+    "run",
+    "run-artifact",
+    "alerts",
+    "audit",
+    "audit-export-csv",
+    "audit-export-jsonl",
+    "audit-checkpoint",
+    "audit-run",
+    "audit-verify",
+    "audit-evidence",
+    "audit-artifact",
+]
+MINE = ["preferences"]  # the signed-in person's own settings
+
+
+def test_every_route_is_classified():
+    names = {pattern.name for pattern in get_resolver("runs.urls").url_patterns}
+    assert sorted(names) == sorted(WRITES + READS + MINE)
+
+
+@pytest.fixture
+def targets(story, approved, propose, session, project) -> dict[str, tuple[str, dict]]:
+    """A real object in the auditor's project behind every route, by route name: the
+    URL and what a POST to it would send. The story's run gets an open alert; a second
+    run waits for a decision; the project has an agent token."""
+    approved("http-rigged-no-undo")
+    Worker("test-worker").drain()
+    alert = Alert.objects.get(status=Alert.Status.OPEN)
+    waiting = start_run(session=session, goal="Waiting for you", actor=AGENT)
+    pending = propose("pending", target=waiting)
+    token, _ = issue_token(project=project, name="planner")
+    ref = versions(story, "report.txt")[0]
+    kwargs = {
+        "operation-decide": {"pk": pending.pk},
+        "run-cancel": {"pk": waiting.pk},
+        "alert-acknowledge": {"pk": alert.pk},
+        "alert-resolve": {"pk": alert.pk},
+        "tokens": {"slug": project.slug},
+        "token-revoke": {"slug": project.slug, "pk": token.pk},
+        "operation": {"pk": pending.pk},
+        "operation-outcome": {"pk": pending.pk},
+        "run": {"pk": story.pk},
+        "run-artifact": {"pk": story.pk, "ref": ref.pk},
+        "audit-checkpoint": {"pk": at(story, seq=2).pk},
+        "audit-run": {"pk": story.pk},
+        "audit-verify": {"pk": story.pk},
+        "audit-evidence": {"pk": story.pk},
+        "audit-artifact": {"pk": ref.pk},
+    }
+    data = {
+        "operation-decide": {"kind": "approve", "arguments_hash": pending.arguments_hash},
+        "run-cancel": {"reason": "Stop it"},
+        "alert-resolve": {"note": "Fixed by hand"},
+        "tokens": {"name": "another"},
+    }
+    return {
+        name: (reverse(name, kwargs=kwargs.get(name, {})), data.get(name, {}))
+        for name in WRITES + READS
+    }
+
+
+def unchanged() -> tuple:
+    return (
+        stored(),
+        list(Alert.objects.values_list("status", "acknowledged_by", "resolved_by")),
+        list(AgentToken.objects.values_list("name", "revoked_at")),
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "status"),
+    # Writes are forbidden to auditors (403); read-only pages take no POST at all (405).
+    [*((name, 403) for name in WRITES), *((name, 405) for name in READS)],
+)
+def test_auditor_posts_change_nothing(as_auditor, targets, name, status):
+    url, data = targets[name]
+    before = unchanged()
+
+    assert as_auditor.post(url, data).status_code == status
+    assert unchanged() == before
+
+
+# --- User text stays text ----------------------------------------------------------------
+
+
+@pytest.fixture
+def hostile(session, propose, reviewer) -> dict[str, str]:
+    """A run where every piece of user text carries a script; the audit pages to check."""
+    run = start_run(session=session, goal=f"Goal {XSS}", actor=AGENT)
+    decide_on(propose("no", target=run), reviewer, Decision.Kind.REJECT, comment=f"No: {XSS}")
+    for content in (b"first\n", f"Said {XSS}\n".encode()):
+        attach_artifact(run=run, name=f"{XSS}.txt", content=content, actor=AGENT)
+    rejected = at(run, to_status="rejected")
+    ref = versions(run, f"{XSS}.txt")[1]
+    return {
+        "search": f"/audit/?q={XSS}",
+        "search results": "/audit/?decision=reject",
+        "checkpoint": f"/audit/checkpoints/{rejected.pk}/",
+        "artifact checkpoint": f"/audit/checkpoints/{ref.checkpoint_id}/",
+        "run": f"/audit/runs/{run.pk}/",
+        "artifact": f"/audit/artifacts/{ref.pk}/",
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("search", [f'value="{ESCAPED}"']),
+        ("search results", [f"No: {ESCAPED}"]),
+        ("checkpoint", [f"<dd>No: {ESCAPED}</dd>", f"“No: {ESCAPED}”"]),
+        ("artifact checkpoint", [f"<code>{ESCAPED}.txt</code>"]),
+        ("run", [f"Goal {ESCAPED}", f"No: {ESCAPED}", f"<code>{ESCAPED}.txt</code>"]),
+        ("artifact", [f"<code>{ESCAPED}.txt</code>", f"Said {ESCAPED}", f"+ Said {ESCAPED}"]),
+    ],
+)
+def test_user_text_is_shown_as_text(as_auditor, hostile, name, expected):
+    text = page(as_auditor, hostile[name])
+
+    assert XSS not in text
+    for snippet in expected:
+        assert snippet in text
