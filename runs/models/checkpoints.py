@@ -66,9 +66,7 @@ class Checkpoint(models.Model):
             models.Index(fields=["operation", "seq"], name="checkpoint_operation_idx"),
             models.Index(fields=["actor_user", "-created_at"], name="checkpoint_user_idx"),
             # The audit search's selective filters, each in the page order.
-            models.Index(
-                fields=["actor_label", "-created_at", "-id"], name="checkpoint_actor_idx"
-            ),
+            models.Index(fields=["actor_label", "-created_at", "-id"], name="checkpoint_actor_idx"),
             models.Index(fields=["to_status", "-created_at", "-id"], name="checkpoint_status_idx"),
             models.Index(fields=["event", "-created_at", "-id"], name="checkpoint_event_idx"),
         ]
