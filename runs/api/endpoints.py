@@ -17,6 +17,7 @@ from runs.actors import Actor
 from runs.api import schemas as s
 from runs.api.limits import LimitExceeded, check_json
 from runs.canonical import sha256_hex
+from runs.engine.claims import RESUMABLE, take_lease
 from runs.errors import InvalidInput, RunClosed, StaleVersion
 from runs.models import AgentToken, Artifact, Checkpoint, Operation, Run, Session
 from runs.payloads import SCHEMAS as PAYLOAD_SCHEMAS
@@ -28,9 +29,6 @@ from runs.services.runs import append_message, finish_run, open_session, start_r
 from runs.transitions import lock_run, transition_operation
 
 router = Router()
-# An agent-executed operation whose executor's lease expired mid-execution or
-# mid-rollback may be claimed again (a takeover with a new epoch).
-RESUMABLE = (Operation.Status.IN_FLIGHT, Operation.Status.VERIFY_FAILED)
 PROBLEMS = {
     400: s.Problem,
     401: s.Problem,
@@ -242,19 +240,14 @@ def claim(request, pk: int, body: s.ClaimIn):
             operation.status not in RESUMABLE or held
         ):
             raise StaleVersion(f"operation {pk} is {operation.status} and cannot be claimed now")
-        epoch, expires = operation.fencing_epoch + 1, now + timedelta(seconds=body.lease_seconds)
+        expires = now + timedelta(seconds=body.lease_seconds)
         executor = body.executor or token(request).name
-        takeover = operation.status != Operation.Status.APPROVED
-        transition_operation(
-            operation=operation,
-            to=operation.status if takeover else Operation.Status.IN_FLIGHT,
-            event="operation.lease_taken_over" if takeover else "operation.status",
+        epoch = take_lease(
+            operation,
+            owner=executor,
+            until=expires,
             actor=agent(request),
             reason=f"claimed by {executor}",
-            changes={"lease_owner": executor, "lease_expires_at": expires, "fencing_epoch": epoch},
-            detail={
-                "lease": {"owner": executor, "epoch": epoch, "expires_at": expires.isoformat()}
-            },
         )
     return s.ClaimOut(
         operation=operation.pk,

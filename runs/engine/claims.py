@@ -20,6 +20,7 @@ from runs.models import Operation, Run
 from runs.transitions import transition_operation
 
 CANDIDATES = 20
+# In flight or rolling back: with an expired lease, claimed again where it stands.
 RESUMABLE = (Operation.Status.IN_FLIGHT, Operation.Status.VERIFY_FAILED)
 
 
@@ -34,6 +35,27 @@ def claimable(now: datetime):
         .exclude(run__reason=Run.Reason.RECONCILIATION)
         .order_by("pk")
     )
+
+
+def take_lease(
+    operation: Operation, *, owner: str, until: datetime, actor: Actor, reason: str
+) -> int:
+    """Take ``operation`` for execution under a new fencing epoch (returned), leased
+    to ``owner`` until ``until``: an approved one goes in flight; one already in flight
+    or rolling back whose lease expired is taken over where it stands, recorded as
+    ``operation.lease_taken_over``. Call it inside a transaction holding the run lock."""
+    takeover = operation.status != Operation.Status.APPROVED
+    epoch = operation.fencing_epoch + 1
+    transition_operation(
+        operation=operation,
+        to=operation.status if takeover else Operation.Status.IN_FLIGHT,
+        event="operation.lease_taken_over" if takeover else "operation.status",
+        actor=actor,
+        reason=reason,
+        changes={"lease_owner": owner, "lease_expires_at": until, "fencing_epoch": epoch},
+        detail={"lease": {"owner": owner, "epoch": epoch, "expires_at": until.isoformat()}},
+    )
+    return epoch
 
 
 def claim_next(*, worker: str, lease: timedelta, now: datetime | None = None) -> Operation | None:
@@ -55,31 +77,15 @@ def _claim(op_id, run_id, worker, lease, now) -> Operation | None:
         operation = claimable(now).filter(pk=op_id).first()
         if operation is None:
             return None
-        takeover = operation.status != Operation.Status.APPROVED
-        epoch = operation.fencing_epoch + 1
         try:
-            transition_operation(
-                operation=operation,
-                to=Operation.Status.IN_FLIGHT if not takeover else operation.status,
-                event="operation.lease_taken_over" if takeover else "operation.status",
+            take_lease(
+                operation,
+                owner=worker,
+                until=now + lease,
                 actor=Actor.worker(worker),
-                reason=(
-                    f"lease of {operation.lease_owner} expired; resumed by {worker}"
-                    if takeover
-                    else f"claimed by {worker}"
-                ),
-                changes={
-                    "lease_owner": worker,
-                    "lease_expires_at": now + lease,
-                    "fencing_epoch": epoch,
-                },
-                detail={
-                    "lease": {
-                        "owner": worker,
-                        "epoch": epoch,
-                        "expires_at": (now + lease).isoformat(),
-                    }
-                },
+                reason=f"claimed by {worker}"
+                if operation.status == Operation.Status.APPROVED
+                else f"lease of {operation.lease_owner} expired; resumed by {worker}",
             )
         except StaleVersion:
             return None
