@@ -1,6 +1,11 @@
 """The checkpoint hash chain: how a checkpoint's hash is computed, and how a chain is
 verified. Tampering with any stored column, removing a row, or reordering rows
-breaks the chain at the first affected checkpoint."""
+breaks the chain at the first affected checkpoint.
+
+A checkpoint's hash is the sha256 of one JSON document (``document``, without its
+``hash``) in canonical form: sorted keys, no spaces, UTF-8. The evidence bundle exports
+these documents as they are, so anyone can check a bundle's chain without Oversight
+(``link_problem`` is the whole rule)."""
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -13,21 +18,28 @@ GENESIS = ""
 
 
 def checkpoint_hash(checkpoint: Checkpoint) -> str:
-    return json_hash(
-        {
-            "run": checkpoint.run_id,
-            "seq": checkpoint.seq,
-            "created_at": checkpoint.created_at.astimezone(UTC).isoformat(timespec="microseconds"),
-            "actor": [checkpoint.actor_kind, checkpoint.actor_user_id, checkpoint.actor_label],
-            "operation": checkpoint.operation_id,
-            "event": checkpoint.event,
-            "from": checkpoint.from_status,
-            "to": checkpoint.to_status,
-            "reason": checkpoint.reason,
-            "state": checkpoint.state,
-            "prev_hash": checkpoint.prev_hash,
-        }
-    )
+    return json_hash(_hashed(checkpoint))
+
+
+def document(checkpoint: Checkpoint) -> dict:
+    """The checkpoint as the chain sees it: what its hash covers, and the hash."""
+    return {**_hashed(checkpoint), "hash": checkpoint.hash}
+
+
+def _hashed(checkpoint: Checkpoint) -> dict:
+    return {
+        "run": checkpoint.run_id,
+        "seq": checkpoint.seq,
+        "created_at": checkpoint.created_at.astimezone(UTC).isoformat(timespec="microseconds"),
+        "actor": [checkpoint.actor_kind, checkpoint.actor_user_id, checkpoint.actor_label],
+        "operation": checkpoint.operation_id,
+        "event": checkpoint.event,
+        "from": checkpoint.from_status,
+        "to": checkpoint.to_status,
+        "reason": checkpoint.reason,
+        "state": checkpoint.state,
+        "prev_hash": checkpoint.prev_hash,
+    }
 
 
 @dataclass(frozen=True)
@@ -42,21 +54,22 @@ class BrokenLink:
         return f"run {self.run_id}, seq {self.seq} ({where}): {self.problem}"
 
 
+def link_problem(doc: dict, previous_hash: str, expected_seq: int) -> str | None:
+    """What is wrong with ``doc`` as the link after ``previous_hash``, if anything."""
+    if doc["seq"] != expected_seq:
+        return f"seq {doc['seq']} found, a gap"
+    if doc["prev_hash"] != previous_hash:
+        return "prev_hash does not match the previous hash"
+    if doc["hash"] != json_hash({k: v for k, v in doc.items() if k != "hash"}):
+        return "content does not match its hash (edited)"
+    return None
+
+
 def _walk(run_id: int, version: int, checkpoints: Iterable[Checkpoint]) -> BrokenLink | None:
     previous_hash, expected_seq = GENESIS, 1
     for checkpoint in checkpoints:
-        if checkpoint.seq != expected_seq:
-            return BrokenLink(
-                run_id, expected_seq, checkpoint.id, f"seq {checkpoint.seq} found, a gap"
-            )
-        if checkpoint.prev_hash != previous_hash:
-            return BrokenLink(
-                run_id, checkpoint.seq, checkpoint.id, "prev_hash does not match the previous hash"
-            )
-        if checkpoint.hash != checkpoint_hash(checkpoint):
-            return BrokenLink(
-                run_id, checkpoint.seq, checkpoint.id, "content does not match its hash (edited)"
-            )
+        if problem := link_problem(document(checkpoint), previous_hash, expected_seq):
+            return BrokenLink(run_id, expected_seq, checkpoint.id, problem)
         previous_hash, expected_seq = checkpoint.hash, expected_seq + 1
     if expected_seq - 1 != version:
         return BrokenLink(
