@@ -433,6 +433,17 @@ def test_state_diff_of_a_value_replaced_by_an_object():
     ]
 
 
+def test_state_diff_reports_a_filled_list_by_its_items_alone():
+    before = {"pending": [{"id": 1, "approved_by": []}]}
+    after = {"pending": [{"id": 1, "approved_by": ["ann"]}]}
+
+    assert state_diff(before, after) == [Change("pending[0].approved_by[0]", "added", after="ann")]
+    assert state_diff(after, before) == [
+        Change("pending[0].approved_by[0]", "removed", before="ann")
+    ]
+    assert state_diff({}, {"a": []}) == [Change("a", "added", after=[])]
+
+
 def test_state_diff_tells_true_from_one():
     """JSON's true and 1 are different values (Python's True == 1 is not a reason to
     hide the change)."""

@@ -45,19 +45,30 @@ def _leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
 
 def state_diff(before: dict, after: dict) -> list[Change]:
     """Every leaf that was added, removed or changed from ``before`` to ``after``,
-    in the order the paths appear (``after`` first, then what only ``before`` had)."""
-    old, new = dict(_leaves(before)), dict(_leaves(after))
+    in the order the paths appear (``after`` first, then what only ``before`` had).
+    An empty list or object that gained (or lost) items is not reported besides its
+    items: ``approved_by[0]`` added says enough, without ``approved_by: []`` removed."""
+    old = dict(_leaves(before)) if before else {}
+    new = dict(_leaves(after)) if after else {}
     changes = []
     for path, value in new.items():
         previous = old.get(path, MISSING)
         if previous is MISSING:
-            changes.append(Change(path, "added", after=value))
+            if not _emptied(path, value, old):
+                changes.append(Change(path, "added", after=value))
         elif type(previous) is not type(value) or previous != value:  # 1 is not true
             changes.append(Change(path, "changed", previous, value))
     changes.extend(
-        Change(path, "removed", before=value) for path, value in old.items() if path not in new
+        Change(path, "removed", before=value)
+        for path, value in old.items()
+        if path not in new and not _emptied(path, value, new)
     )
     return changes
+
+
+def _emptied(path: str, value: Any, other: dict) -> bool:
+    """``value`` is an empty container at ``path`` whose items the other side has."""
+    return value in ({}, []) and any(key.startswith((f"{path}.", f"{path}[")) for key in other)
 
 
 def _lines(text: str) -> list[str]:
