@@ -172,7 +172,15 @@ def _describe(decision: Decision) -> dict:
 def expire_if_due(operation: Operation, now: datetime) -> bool:
     """Expire ``operation`` if its decision deadline or its approval has passed.
     Returns whether it is (now) expired. Fail closed: expiry is never a rejection
-    by a person; it is recorded as the policy's doing, with its own status."""
+    by a person; it is recorded as the policy's doing, with its own status.
+
+    Nothing due in the operation as the caller read it means nothing to do, and no run
+    lock: every long-poll of the agent API asks, and a reader holding the run lock
+    makes a worker skip the run (``SKIP LOCKED``) for that moment. A lapse the caller's
+    read cannot show (it was approved since) is left to the expiry sweep; the callers
+    check the status again under the lock before acting."""
+    if operation.status != Operation.Status.EXPIRED and _lapse_reason(operation, now) is None:
+        return False
     with transaction.atomic():
         run = lock_run(operation.run_id)
         current = Operation.objects.get(pk=operation.pk)
