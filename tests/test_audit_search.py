@@ -283,6 +283,15 @@ def test_other_projects_checkpoints_never_appear(client, auditor, member_of_both
     assert "Visit Echo" not in goals(found(client, query))
 
 
+@pytest.mark.parametrize("role", ["reviewer", "admin_user", "outsider"])
+def test_reviewers_and_admins_search_their_own_projects(client, history, role, request):
+    """Not only auditors: every member reads the history of the projects they are in
+    (the outsider is a member of the other project only)."""
+    client.force_login(request.getfixturevalue(role))
+    expected = {"Visit Echo"} if role == "outsider" else set(history) - {"Visit Echo"}
+    assert goals(found(client, "")) == expected
+
+
 @pytest.mark.parametrize("field", ["run", "session", "operation"])
 def test_pointing_a_filter_at_another_project_finds_nothing(as_auditor, history, field):
     echo = history["Visit Echo"]
