@@ -18,6 +18,7 @@ from django import forms
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from runs import machines
 from runs.actors import ActorKind
 from runs.forms import project_choices
 from runs.models import Checkpoint, Decision, Operation, Project
@@ -39,10 +40,8 @@ EVENTS = [
     ("messages.redacted", "messages redacted"),
 ]
 
-STATUSES = sorted(
-    {*Operation.Status.values, "queued", "running", "waiting", "completed", "partial", "failed"}
-    | {"open", "acknowledged", "resolved"}
-)
+# Every status a checkpoint can reach: runs', operations' and alerts'.
+STATUSES = sorted({*machines.RUN.edges, *machines.OPERATION.edges, *machines.ALERT.edges})
 
 
 @dataclass(frozen=True)
