@@ -9,7 +9,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
-from runs.models import Alert, Operation, Project, Run
+from runs.models import Alert, Checkpoint, CheckpointArtifact, Operation, Project, Run
 from runs.permissions import has_project_perm, projects_with_perm
 
 MEMBER = "view_run"
@@ -24,8 +24,9 @@ def require_perm(user, project: Project, codename: str) -> None:
         raise PermissionDenied(f"Your role in {project} does not allow this.")
 
 
-def _load(queryset: QuerySet, user, pk: int, perm: str | None):
-    obj = get_object_or_404(queryset, pk=pk, project__in=member_projects(user))
+def _load(queryset: QuerySet, user, pk: int, perm: str | None, project: str = "project"):
+    """``project`` is the path from the object to its project."""
+    obj = get_object_or_404(queryset, pk=pk, **{f"{project}__in": member_projects(user)})
     if perm:
         require_perm(user, obj.project, perm)
     return obj
@@ -42,3 +43,14 @@ def load_run(user, pk: int, perm: str | None = None) -> Run:
 
 def load_alert(user, pk: int, perm: str | None = None) -> Alert:
     return _load(Alert.objects.select_related("project", "run", "operation"), user, pk, perm)
+
+
+def load_checkpoint(user, pk: int) -> Checkpoint:
+    queryset = Checkpoint.objects.select_related("run__project", "run__session", "operation")
+    return _load(queryset, user, pk, None)
+
+
+def load_artifact_ref(user, pk: int) -> CheckpointArtifact:
+    """A named artifact version, through the project of the checkpoint that added it."""
+    queryset = CheckpointArtifact.objects.select_related("artifact", "checkpoint__run__project")
+    return _load(queryset, user, pk, None, project="checkpoint__project")

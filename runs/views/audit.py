@@ -14,7 +14,7 @@ from django.http import (
     HttpResponse,
     StreamingHttpResponse,
 )
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
@@ -24,7 +24,8 @@ from runs.audit.search import AuditFilter, BadCursor, paginate
 from runs.canonical import sha256_hex
 from runs.chain import GENESIS, checkpoint_hash, verify_run_chain
 from runs.models import Checkpoint, CheckpointArtifact, Run
-from runs.views.access import load_run, member_projects
+from runs.services.artifacts import read_artifact
+from runs.views.access import load_artifact_ref, load_checkpoint, load_run, member_projects
 
 # A run's page lists this many checkpoints; the search pages through any number.
 RUN_PAGE_CHECKPOINTS = 200
@@ -32,9 +33,13 @@ RUN_PAGE_CHECKPOINTS = 200
 TEXT_VIEW_MAX_BYTES = 512 * 1024
 
 
+def _filters(request: HttpRequest) -> AuditFilter:
+    return AuditFilter(request.GET, projects=list(member_projects(request.user)))
+
+
 @require_GET
 def search(request: HttpRequest) -> HttpResponse:
-    filters = AuditFilter(request.GET, projects=list(member_projects(request.user)))
+    filters = _filters(request)
     checkpoints = filters.checkpoints().select_related("project", "operation")
     error, status = None, 200
     try:
@@ -58,7 +63,7 @@ def search(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def export_view(request: HttpRequest, fmt: str) -> HttpResponse:
-    filters = AuditFilter(request.GET, projects=list(member_projects(request.user)))
+    filters = _filters(request)
     if not filters.is_valid():
         return render(
             request,
@@ -80,17 +85,9 @@ def export_view(request: HttpRequest, fmt: str) -> HttpResponse:
     return response
 
 
-def _load_checkpoint(user, pk: int) -> Checkpoint:
-    return get_object_or_404(
-        Checkpoint.objects.select_related("run__project", "run__session", "operation"),
-        pk=pk,
-        project__in=member_projects(user),
-    )
-
-
 @require_GET
 def checkpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    checkpoint = _load_checkpoint(request.user, pk)
+    checkpoint = load_checkpoint(request.user, pk)
     neighbours = {
         c.seq: c
         for c in Checkpoint.objects.filter(
@@ -178,17 +175,9 @@ def evidence_bundle(request: HttpRequest, pk: int) -> FileResponse:
     )
 
 
-def _load_ref(user, pk: int) -> CheckpointArtifact:
-    return get_object_or_404(
-        CheckpointArtifact.objects.select_related("artifact", "checkpoint__run__project"),
-        pk=pk,
-        checkpoint__project__in=member_projects(user),
-    )
-
-
 def _read(ref: CheckpointArtifact) -> bytes | None:
     try:
-        return ref.artifact.path.read_bytes()
+        return read_artifact(ref.artifact)
     except FileNotFoundError:
         return None
 
@@ -206,7 +195,7 @@ def _text(content: bytes | None) -> str | None:
 def artifact_version(request: HttpRequest, pk: int) -> HttpResponse:
     """One version of a run's artifact: its bytes checked against its sha256, the text
     if it is text, and a line diff against another version of the same name."""
-    ref = _load_ref(request.user, pk)
+    ref = load_artifact_ref(request.user, pk)
     run = ref.checkpoint.run
     versions = list(
         CheckpointArtifact.objects.filter(checkpoint__run=run, name=ref.name)
