@@ -5,8 +5,9 @@ run can be halted for reconciliation from wherever it is open: queued → waitin
 waiting → waiting, which changes why it waits (approval → reconciliation) and is
 checkpointed like any other transition. The operation table is PRODUCT.md's, plus the
 edges its text implies: an approval that lapses before execution (approved → expired),
-an in-flight operation cancelled before its effect fired (in_flight → cancelled), and
-a worker taking over an expired lease (in_flight → in_flight, verify_failed →
+an in-flight operation cancelled before its effect fired (in_flight → cancelled), an
+effect that provably did not happen (in_flight → failed: nothing to roll back), and a
+worker taking over an expired lease (in_flight → in_flight, verify_failed →
 verify_failed), recorded as a checkpoint with the new fencing epoch.
 """
 
@@ -55,10 +56,13 @@ OPERATION = Machine(
     {
         "proposed": frozenset({"approved", "rejected", "expired", "cancelled"}),
         "approved": frozenset({"in_flight", "expired", "cancelled"}),
-        "in_flight": frozenset({"committed", "precondition_failed", "verify_failed", "cancelled"}),
+        "in_flight": frozenset(
+            {"committed", "precondition_failed", "verify_failed", "failed", "cancelled"}
+        ),
         "verify_failed": frozenset({"rolled_back", "compensated", "alerted"}),
         "committed": frozenset(),
         "precondition_failed": frozenset(),
+        "failed": frozenset(),
         "rolled_back": frozenset(),
         "compensated": frozenset(),
         "alerted": frozenset(),

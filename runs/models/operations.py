@@ -17,6 +17,8 @@ class OperationStatus(models.TextChoices):
     COMMITTED = "committed"
     PRECONDITION_FAILED = "precondition_failed", "precondition failed"
     VERIFY_FAILED = "verify_failed", "verification failed"
+    # The effect did not happen: the target refused it, or it is provably absent.
+    FAILED = "failed"
     ROLLED_BACK = "rolled_back", "rolled back"
     COMPENSATED = "compensated"
     ALERTED = "alerted"
@@ -76,6 +78,9 @@ class Operation(models.Model):
     lease_owner = models.CharField(max_length=200, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     fencing_epoch = models.PositiveIntegerField(default=0)
+    # Claims so far (each lease taken counts one): an operation that keeps failing
+    # unexpectedly ends after OVERSIGHT_MAX_ATTEMPTS instead of looping forever.
+    attempts = models.PositiveIntegerField(default=0)
     # What the executor captured before firing the effect (e.g. the previous version of
     # a file), needed to verify and to roll back after a crash.
     intent = models.JSONField(null=True, blank=True)

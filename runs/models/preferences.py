@@ -22,6 +22,9 @@ class Preferences(models.Model):
         default=True, help_text="Email me, batched, when operations wait for my decision."
     )
     last_notified_at = models.DateTimeField(null=True, blank=True)
+    # A worker sending this person's batch holds it until then (longer than the mail
+    # timeout), so two workers never send the same batch and a failed send is retried.
+    notify_claimed_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         verbose_name_plural = "preferences"
