@@ -5,7 +5,8 @@ Each check yields one line per violation, naming the object, so that
 
 from collections.abc import Callable, Iterator
 
-from django.db.models import Count, F, Q
+from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 
 from runs import machines
 from runs.chain import verify_all_chains
@@ -24,18 +25,22 @@ EXECUTED = (
 
 
 def executed_operations_were_approved() -> Iterator[str]:
-    approving = Q(
-        decisions__kind__in=Decision.APPROVING,
-        decisions__arguments_hash=F("arguments_hash"),
+    counted = Decision.objects.counted_approvals().filter(operation=OuterRef("pk")).order_by()
+    people = (
+        counted.filter(reviewer__isnull=False)
+        .values("operation")
+        .annotate(people=Count("reviewer", distinct=True))
+        .values("people")
     )
     operations = (
         Operation.objects.filter(status__in=EXECUTED)
         .annotate(
-            people=Count("decisions__reviewer", filter=approving, distinct=True),
-            policies=Count("decisions", filter=approving & Q(decisions__reviewer__isnull=True)),
+            people=Coalesce(Subquery(people), 0),
+            by_policy=Exists(counted.filter(reviewer__isnull=True)),
         )
         .filter(
-            Q(people__lt=F("required_approvals")) | Q(required_approvals=0, people=0, policies=0)
+            Q(people__lt=F("required_approvals"))
+            | Q(required_approvals=0, people=0, by_policy=False)
         )
     )
     for op in operations.order_by("pk"):

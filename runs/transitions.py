@@ -242,7 +242,7 @@ def _state(
     run: Run, previous_state: dict, detail: dict | None, artifacts: Sequence[ArtifactRef]
 ) -> dict:
     """The state needed to continue (seed 000): the run's own fields, the operations
-    not yet finished with the approvals each has for its current arguments, every
+    not yet finished with the approvals that count for their current arguments, every
     artifact version seen so far, and whatever this step decided or observed."""
     pending = list(
         Operation.objects.filter(run=run)
@@ -251,14 +251,13 @@ def _state(
         .values("id", "call_id", "action", "status", "arguments_hash", "idempotency_key")
     )
     approvals: dict[int, list[str]] = {op["id"]: [] for op in pending}
-    hashes = {op["id"]: op["arguments_hash"] for op in pending}
-    for op_id, reviewer, policy, args_hash in (
-        Decision.objects.filter(operation_id__in=hashes, kind__in=Decision.APPROVING)
+    for op_id, reviewer, policy in (
+        Decision.objects.filter(operation_id__in=approvals)
+        .counted_approvals()
         .order_by("id")
-        .values_list("operation_id", "reviewer__username", "policy", "arguments_hash")
+        .values_list("operation_id", "reviewer__username", "policy")
     ):
-        if args_hash == hashes[op_id]:
-            approvals[op_id].append(reviewer or f"policy:{policy}")
+        approvals[op_id].append(reviewer or f"policy:{policy}")
     artifact_versions = dict(previous_state.get("artifacts", {}))
     for ref in artifacts:
         artifact_versions[ref.name] = {"sha256": ref.artifact.sha256, "size": ref.artifact.size}

@@ -4,11 +4,13 @@ naming the object when someone changed the database behind the app's back."""
 from io import StringIO
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import connection
 
+from runs.canonical import json_hash
 from runs.chain import verify_run_chain
-from runs.models import Artifact, Checkpoint, Operation, Project, Run
+from runs.models import Artifact, Checkpoint, Decision, Operation, Project, Run
 
 
 @pytest.fixture
@@ -52,6 +54,24 @@ def commit_without_approval() -> list[str]:
     return [f"operation {operation.pk} (file.write) is committed with 0 of"]
 
 
+def commit_on_an_approval_an_edit_retracted() -> list[str]:
+    """reviewer2 approved the transfer; reviewer edited it, then edited it back and
+    took reviewer2's approval of the first arguments as the second approval."""
+    operation = Operation.objects.get(call_id="pay-inv-2291")
+    reviewer = get_user_model().objects.get(username="reviewer")
+    edited = {**operation.arguments, "amount": "12500.00"}
+    for arguments in (edited, operation.arguments):
+        Decision.objects.create(
+            operation=operation,
+            reviewer=reviewer,
+            kind=Decision.Kind.EDIT,
+            arguments_hash=json_hash(arguments),
+            edited_arguments=arguments,
+        )
+    sql("UPDATE runs_operation SET status = 'committed' WHERE id = %s", operation.pk)
+    return [f"operation {operation.pk} (ledger.transfer) is committed with 1 of the 2 approvals"]
+
+
 def delete_artifact_file() -> list[str]:
     artifact = Artifact.objects.get(refs__name="README.md")
     artifact.path.unlink()
@@ -92,6 +112,7 @@ def test_every_demo_run_has_an_unbroken_chain(demo):
         edit_checkpoint,
         delete_last_checkpoint,
         commit_without_approval,
+        commit_on_an_approval_an_edit_retracted,
         delete_artifact_file,
         approve_in_cancelled_run,
         move_checkpoint_to_another_project,

@@ -192,6 +192,45 @@ def test_edit_during_two_person_approval_resets_prior_approvals(run, high_op, re
     assert high_op.arguments == EDITED
 
 
+def test_edit_back_to_earlier_arguments_does_not_revive_their_approvals(
+    run, high_op, reviewer, reviewer2
+):
+    original = high_op.arguments
+    decide_on(high_op, reviewer)
+    decide_on(high_op, reviewer, EDIT, arguments=EDITED)
+    before = version_of(run)
+
+    decide_on(high_op, reviewer2, EDIT, arguments=original)
+
+    assert high_op.status == Operation.Status.PROPOSED
+    assert high_op.arguments == original
+    edit = Checkpoint.objects.get(run=run, seq=before + 1)
+    assert (edit.event, edit.reason) == (
+        "operation.edit",
+        "1 of 2 approvals for the edited arguments",
+    )
+
+    decide_on(high_op, reviewer)
+
+    assert high_op.status == Operation.Status.APPROVED
+
+
+def test_checkpoint_state_drops_approvals_an_edit_retracted(run, high_op, reviewer, reviewer2):
+    original = high_op.arguments
+    decide_on(high_op, reviewer)
+    decide_on(high_op, reviewer, EDIT, arguments=EDITED)
+    before = version_of(run)
+
+    decide_on(high_op, reviewer2, EDIT, arguments=original)
+    decide_on(high_op, reviewer)
+
+    states = Checkpoint.objects.filter(run=run, seq__gt=before, operation=high_op)
+    assert [
+        state["pending_operations"][0]["approved_by"]
+        for state in states.order_by("seq").values_list("state", flat=True)
+    ] == [[reviewer2.username], [reviewer2.username, reviewer.username]]
+
+
 @pytest.mark.parametrize(("kind", "comment"), [(APPROVE, ""), (REJECT, "no")])
 def test_decision_on_an_already_decided_operation_is_refused(
     op, reviewer, reviewer2, kind, comment

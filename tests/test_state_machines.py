@@ -152,7 +152,8 @@ def test_operation_event_without_status_change_is_checkpointed(run):
 
 
 RUN_ENDS = {"completed", "partial", "failed", "cancelled"}
-OPERATION_ENDS = {"committed", "precondition_failed", "rolled_back", "compensated", "alerted"}
+OPERATION_ENDS = {"committed", "precondition_failed", "failed", "rolled_back", "compensated"}
+OPERATION_ENDS |= {"alerted"}
 OPERATION_ENDS |= {"rejected", "expired", "cancelled"}
 
 

@@ -228,6 +228,25 @@ def test_high_risk_operation_needs_two_different_reviewers(client, reviewer, rev
     assert risky.status == Operation.Status.APPROVED
 
 
+def test_page_counts_only_approvals_since_the_last_edit(client, reviewer, reviewer2, propose):
+    """reviewer approves, then edits; reviewer2 edits back to the first arguments: the
+    first approval was retracted by the edit, and the page says so."""
+    risky = propose("call-1", risk=Operation.Risk.HIGH)
+    first = dict(risky.arguments)
+    decide_on(risky, reviewer)
+    decide_on(risky, reviewer, "edit", arguments={**first, "amount": "150.00"})
+    decide_on(risky, reviewer2, "edit", arguments=first)
+    client.force_login(reviewer)
+
+    page = client.get(page_of(risky)).text
+
+    assert "1 of 2: reviewer2" in page
+    assert "A second, different reviewer must approve too." not in page
+    assert post_decision(client, risky).status_code == 302
+    risky.refresh_from_db()
+    assert risky.status == Operation.Status.APPROVED
+
+
 def approve_at_once(op: Operation, reviewers) -> list[int]:
     """Each reviewer posts an approval from their own thread and connection, released
     together; returns the response statuses."""

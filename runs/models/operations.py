@@ -149,6 +149,27 @@ class DecisionKind(models.TextChoices):
     REPLY = "reply", "reject with reply"
 
 
+class DecisionQuerySet(models.QuerySet):
+    def counted_approvals(self) -> "DecisionQuerySet":
+        """The approvals that count: given on the operation's current arguments, with
+        no edit after them. Every edit changes the arguments (an edit that changes
+        nothing is recorded as a plain approval), so an edit retracts all approvals
+        before it, even if a later edit restores the arguments they were given on;
+        the edit itself is its reviewer's approval of the new arguments. Decisions on
+        an operation are written one at a time under its run's lock, so a higher id
+        is a later decision."""
+        later_edit = Decision.objects.filter(
+            operation=models.OuterRef("operation"),
+            kind=DecisionKind.EDIT,
+            pk__gt=models.OuterRef("pk"),
+        )
+        return self.filter(
+            ~models.Exists(later_edit),
+            kind__in=Decision.APPROVING,
+            arguments_hash=models.F("operation__arguments_hash"),
+        )
+
+
 class Decision(models.Model):
     """A reviewer's (or a policy's) decision, bound to the arguments hash it saw."""
 
@@ -172,6 +193,8 @@ class Decision(models.Model):
     edited_arguments = models.JSONField(null=True, blank=True)
     comment = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = DecisionQuerySet.as_manager()
 
     class Meta:
         ordering = ["created_at", "id"]

@@ -111,11 +111,14 @@ def _approve(operation, reviewer, kind, comment, arguments, actor, now) -> Decis
             kind, arguments = Decision.Kind.APPROVE, None
         else:
             changes = {"arguments": arguments, "arguments_hash": decided_hash}
-    approvers = set(
-        operation.decisions.filter(
-            kind__in=Decision.APPROVING, arguments_hash=decided_hash, reviewer__isnull=False
-        ).values_list("reviewer_id", flat=True)
-    )
+    # An edit retracts every approval before it, so the count starts again with it.
+    approvers = set()
+    if not changes:
+        approvers = set(
+            operation.decisions.counted_approvals()
+            .filter(reviewer__isnull=False)
+            .values_list("reviewer_id", flat=True)
+        )
     if reviewer.pk in approvers:
         raise DecisionRefused(
             "you have already approved these arguments; another reviewer must give "

@@ -2,7 +2,8 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, F, Max, Q
+from django.db.models import Count, Max, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -14,6 +15,17 @@ from runs.models import Decision
 from runs.permissions import projects_with_perm
 
 EXPIRING_SOON = timedelta(hours=1)
+
+
+# How many approvals that count each queued operation has (its two-person progress).
+_approvals_counted = (
+    Decision.objects.counted_approvals()
+    .filter(operation=OuterRef("pk"))
+    .order_by()
+    .values("operation")
+    .annotate(n=Count("pk"))
+    .values("n")
+)
 
 
 @require_GET
@@ -32,13 +44,7 @@ def queue(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     rows = (
         pending.select_related("run__session", "project")
-        .annotate(
-            approvals=Count(
-                "decisions",
-                filter=Q(decisions__kind__in=Decision.APPROVING)
-                & Q(decisions__arguments_hash=F("arguments_hash")),
-            )
-        )
+        .annotate(approvals=Coalesce(Subquery(_approvals_counted), 0))
         .order_by("created_at", "pk")
     )
     sla = timedelta(minutes=settings.OVERSIGHT_REVIEW_SLA_MINUTES)

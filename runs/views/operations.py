@@ -63,11 +63,7 @@ def outcome(request: HttpRequest, pk: int) -> HttpResponse:
 def _render(request, operation: Operation, bound: DecisionForm | None = None, status: int = 200):
     run = operation.run
     decisions = list(operation.decisions.select_related("reviewer"))
-    approvers = [
-        d
-        for d in decisions
-        if d.kind in Decision.APPROVING and d.arguments_hash == operation.arguments_hash
-    ]
+    approvers = list(operation.decisions.counted_approvals().select_related("reviewer"))
     context = {
         "operation": operation,
         "run": run,
