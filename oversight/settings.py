@@ -114,13 +114,22 @@ STORAGES = {
     },
 }
 
-MAILERS = {
-    "default": {
-        "BACKEND": env_str(
-            "OVERSIGHT_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend"
-        ),
+# Alert and notification emails. How long the SMTP server may take to answer before a
+# send fails; the workers' claims on a delivery or a batch last longer, so none is sent
+# twice.
+OVERSIGHT_EMAIL_TIMEOUT = env_int("OVERSIGHT_EMAIL_TIMEOUT_SECONDS", 10, minimum=1)
+_EMAIL_BACKEND = env_str(
+    "OVERSIGHT_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend"
+)
+MAILERS = {"default": {"BACKEND": _EMAIL_BACKEND}}
+if _EMAIL_BACKEND == "django.core.mail.backends.smtp.EmailBackend":
+    # With MAILERS the SMTP backend reads no EMAIL_* settings: it needs its server here,
+    # and a timeout (it has none by default). Other backends refuse unknown options.
+    MAILERS["default"]["OPTIONS"] = {
+        "host": env_str("OVERSIGHT_EMAIL_HOST", "localhost"),
+        "port": env_int("OVERSIGHT_EMAIL_PORT", 25, minimum=1),
+        "timeout": OVERSIGHT_EMAIL_TIMEOUT,
     }
-}
 DEFAULT_FROM_EMAIL = env_str("OVERSIGHT_FROM_EMAIL", "oversight@localhost")
 
 SESSION_COOKIE_HTTPONLY = True

@@ -1,9 +1,13 @@
 """Delivering out-of-band alerts by email and webhook, outside any transaction.
 
-A worker claims a due delivery with a conditional update (attempts + 1, next try
-pushed back), so two workers never send the same attempt; the outcome of each attempt
-is stored. Failed attempts are retried with exponential backoff until
-``OVERSIGHT_ALERT_MAX_ATTEMPTS``, then the delivery is marked failed.
+A worker claims a due delivery with a conditional update: attempts + 1, and the next
+try pushed past the channel's send timeout plus a margin, so no other worker takes it
+while this one may still be sending. The outcome is written only if that attempt is
+still the latest (same ``attempts``, still pending): a late result of an attempt whose
+claim lapsed and was taken over changes nothing, so a success is never overwritten.
+Failed attempts are retried with exponential backoff until
+``OVERSIGHT_ALERT_MAX_ATTEMPTS``, then the delivery is marked failed. Claims are set
+and compared in the database's time.
 """
 
 import json
@@ -12,49 +16,56 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.mail import send_mail
-from django.utils import timezone
 
+from runs.clock import db_now
 from runs.models import AlertDelivery
 
 BATCH = 10
+# A claim outlasts the send's timeout by this much: resolving and connecting, writing
+# the outcome, and socket timeouts that apply per operation rather than per send.
+CLAIM_MARGIN = timedelta(seconds=30)
 
 
 def deliver_due(now: datetime | None = None) -> int:
-    """Attempt every due delivery once; returns how many were attempted."""
-    now = now or timezone.now()
+    """Attempt every due delivery once; returns how many were attempted. Due means by
+    ``now``, the database's time unless a test moves it forward."""
     due = AlertDelivery.objects.filter(
-        status=AlertDelivery.Status.PENDING, next_attempt_at__lte=now
+        status=AlertDelivery.Status.PENDING, next_attempt_at__lte=now or db_now()
     ).order_by("next_attempt_at")
     attempted = 0
     for delivery in due.select_related("alert__run", "alert__operation")[:BATCH]:
-        if _claim(delivery, now):
-            _attempt(delivery, now)
+        if _claim(delivery):
+            _attempt(delivery)
             attempted += 1
     return attempted
 
 
-def _claim(delivery: AlertDelivery, now: datetime) -> bool:
-    backoff = timedelta(seconds=min(3600, 5 * 2**delivery.attempts))
+def _claim(delivery: AlertDelivery) -> bool:
+    # Read the clock per claim: sending the earlier ones of a batch may take minutes.
+    timeout = timedelta(seconds=getattr(settings, TIMEOUTS[delivery.channel]))
     claimed = AlertDelivery.objects.filter(
         pk=delivery.pk, status=AlertDelivery.Status.PENDING, attempts=delivery.attempts
-    ).update(attempts=delivery.attempts + 1, next_attempt_at=now + backoff)
+    ).update(attempts=delivery.attempts + 1, next_attempt_at=db_now() + timeout + CLAIM_MARGIN)
     delivery.attempts += 1
     return claimed == 1
 
 
-def _attempt(delivery: AlertDelivery, now: datetime) -> None:
+def _attempt(delivery: AlertDelivery) -> None:
+    this_attempt = AlertDelivery.objects.filter(
+        pk=delivery.pk, status=AlertDelivery.Status.PENDING, attempts=delivery.attempts
+    )
     try:
         SENDERS[delivery.channel](delivery)
     except Exception as exc:
         gave_up = delivery.attempts >= settings.OVERSIGHT_ALERT_MAX_ATTEMPTS
-        AlertDelivery.objects.filter(pk=delivery.pk).update(
+        backoff = timedelta(seconds=min(3600, 5 * 2 ** (delivery.attempts - 1)))
+        this_attempt.update(
             last_error=f"attempt {delivery.attempts}: {exc}"[:2000],
             status=AlertDelivery.Status.FAILED if gave_up else AlertDelivery.Status.PENDING,
+            next_attempt_at=None if gave_up else db_now() + backoff,
         )
         return
-    AlertDelivery.objects.filter(pk=delivery.pk).update(
-        status=AlertDelivery.Status.DELIVERED, delivered_at=now, last_error=""
-    )
+    this_attempt.update(status=AlertDelivery.Status.DELIVERED, delivered_at=db_now(), last_error="")
 
 
 def alert_text(delivery: AlertDelivery) -> str:
@@ -101,3 +112,8 @@ def _send_webhook(delivery: AlertDelivery) -> None:
 
 
 SENDERS = {AlertDelivery.Channel.EMAIL: _send_email, AlertDelivery.Channel.WEBHOOK: _send_webhook}
+# The setting that bounds each channel's send: the SMTP backend's and urlopen's timeout.
+TIMEOUTS = {
+    AlertDelivery.Channel.EMAIL: "OVERSIGHT_EMAIL_TIMEOUT",
+    AlertDelivery.Channel.WEBHOOK: "OVERSIGHT_HTTP_TIMEOUT",
+}

@@ -1,71 +1,118 @@
 """Batched email to reviewers about operations waiting for their decision.
 
 Each reviewer who has not opted out gets at most one email per
-``OVERSIGHT_NOTIFY_BATCH_MINUTES``, listing the operations that started waiting since
-their previous email (never those of runs they own, which they may not decide). A
-conditional update of ``last_notified_at`` claims the batch, so two workers never
-send the same email twice.
+``OVERSIGHT_NOTIFY_BATCH_MINUTES`` about the operations that started waiting since
+those their previous email listed (never those of runs they own, which they may not
+decide).
+
+A worker claims a reviewer's batch before sending it (``notify_claimed_until``, a
+conditional update that lasts longer than the mail timeout), so two workers never send
+the same email. Only once the mail backend accepted the email does the watermark
+(``last_notified_at``) advance, and the claim then stays until the batch window ends.
+A failed send releases the claim and advances nothing: the next round sends the same
+batch again.
+
+An email lists the oldest ``LISTED`` operations and counts the others, with a link to
+the queue; the watermark advances to the ``created_at`` of the last one listed, so the
+next email lists the rest. Every waiting operation is thus counted in the first email
+after it started waiting, and listed in one (unless it was decided before).
 """
 
+import logging
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
+from django.db.models import Q, QuerySet
 from django.urls import reverse
-from django.utils import timezone
 
+from runs.clock import db_now
 from runs.context_processors import pending_for
+from runs.engine.deliveries import CLAIM_MARGIN
 from runs.models import Operation, Preferences
 
+log = logging.getLogger(__name__)
 LISTED = 50
 
 
 def notify_reviewers(now: datetime | None = None) -> int:
-    """Send the due batches; returns how many emails went out."""
-    now = now or timezone.now()
-    window = timedelta(minutes=settings.OVERSIGHT_NOTIFY_BATCH_MINUTES)
+    """Send the due batches; returns how many emails went out. A batch is due by
+    ``now``, the database's time unless a test moves it forward."""
     reviewers = (
         get_user_model()
         .objects.filter(is_active=True, memberships__role__permissions__codename="decide_operation")
         .exclude(email="")
         .distinct()
     )
-    return sum(_notify(user, now, window) for user in reviewers)
+    return sum(_notify(user, now) for user in reviewers)
 
 
-def _notify(user, now: datetime, window: timedelta) -> bool:
+def _notify(user, now: datetime | None) -> bool:
     preferences = Preferences.of(user)
-    last = preferences.last_notified_at
-    if not preferences.notify_pending or (last and now - last < window):
+    if not preferences.notify_pending:
         return False
-    waiting = pending_for(user).exclude(run__session__owner=user)
-    if last:
-        waiting = waiting.filter(created_at__gt=last)
-    operations = list(waiting.select_related("run").order_by("created_at")[:LISTED])
-    if not operations:
+    listed, more = _batch(user, preferences.last_notified_at)
+    if not listed:
         return False
-    claimed = Preferences.objects.filter(pk=preferences.pk, last_notified_at=last).update(
-        last_notified_at=now
-    )
-    if not claimed:
+    held = _claim(preferences, now)
+    if held is None:
         return False
-    send_mail(
-        subject=f"[Oversight] {len(operations)} operation(s) waiting for your decision",
-        message=_body(operations),
-        from_email=None,
-        recipient_list=[user.email],
-    )
+    try:
+        send_mail(
+            subject=f"[Oversight] {len(listed) + more} operation(s) waiting for your decision",
+            message=_body(listed, more),
+            from_email=None,
+            recipient_list=[user.email],
+        )
+    except Exception:
+        log.exception("notifying %s failed; the same batch goes out next round", user)
+        held.update(notify_claimed_until=None)
+        return False
+    window = timedelta(minutes=settings.OVERSIGHT_NOTIFY_BATCH_MINUTES)
+    held.update(last_notified_at=listed[-1].created_at, notify_claimed_until=db_now() + window)
     return True
 
 
-def _body(operations: list[Operation]) -> str:
+def _batch(user, watermark: datetime | None) -> tuple[list[Operation], int]:
+    """The oldest operations waiting since ``watermark`` (up to ``LISTED``, plus any
+    sharing the last one's ``created_at``, which the next watermark would skip), and
+    how many more wait after them."""
+    waiting = pending_for(user).exclude(run__session__owner=user)
+    if watermark:
+        waiting = waiting.filter(created_at__gt=watermark)
+    more = 0
+    nth = waiting.order_by("created_at").values_list("created_at", flat=True)[LISTED - 1 : LISTED]
+    if nth:
+        more = waiting.filter(created_at__gt=nth[0]).count()
+        waiting = waiting.filter(created_at__lte=nth[0])
+    return list(waiting.select_related("run").order_by("created_at", "pk")), more
+
+
+def _claim(preferences: Preferences, now: datetime | None) -> QuerySet[Preferences] | None:
+    """Claim the reviewer's batch unless another worker holds it or the batch window of
+    their previous email is still open; the batch was read at ``last_notified_at``, so
+    the claim also requires that no one has sent one since. Returns the held row."""
+    start = db_now()
+    until = start + timedelta(seconds=settings.OVERSIGHT_EMAIL_TIMEOUT) + CLAIM_MARGIN
+    unclaimed = Q(notify_claimed_until__isnull=True) | Q(notify_claimed_until__lte=now or start)
+    claimed = Preferences.objects.filter(
+        unclaimed, pk=preferences.pk, last_notified_at=preferences.last_notified_at
+    ).update(notify_claimed_until=until)
+    if not claimed:
+        return None
+    return Preferences.objects.filter(pk=preferences.pk, notify_claimed_until=until)
+
+
+def _body(operations: list[Operation], more: int) -> str:
     base = settings.OVERSIGHT_BASE_URL.rstrip("/")
     lines = [
         f"- {op.action} ({op.get_risk_display()} risk) for “{op.run.goal[:80]}”: "
         f"{base}{reverse('operation', args=[op.pk])}"
         for op in operations
     ]
+    if more:
+        lines.append(f"\n…and {more} more, listed in the next email (all are in the queue).")
     return (
         "These operations are waiting for your decision:\n\n"
         + "\n".join(lines)

@@ -21,9 +21,11 @@ class Preferences(models.Model):
     notify_pending = models.BooleanField(
         default=True, help_text="Email me, batched, when operations wait for my decision."
     )
+    # The watermark: when the last operation listed in their latest email was created.
     last_notified_at = models.DateTimeField(null=True, blank=True)
     # A worker sending this person's batch holds it until then (longer than the mail
-    # timeout), so two workers never send the same batch and a failed send is retried.
+    # timeout), so two workers never send the same batch and a failed send is retried;
+    # after a send, the end of the batch window (at most one email per window).
     notify_claimed_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
