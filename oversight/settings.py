@@ -164,11 +164,22 @@ OVERSIGHT_ACTIONS = env_list(
 OVERSIGHT_WORKSPACE = Path(env_str("OVERSIGHT_WORKSPACE", str(VAR_DIR / "workspace")))
 # Hosts (host or host:port) that http.request may call.
 OVERSIGHT_HTTP_ALLOWED_HOSTS = env_list("OVERSIGHT_HTTP_ALLOWED_HOSTS")
+# Those of them that deduplicate by Idempotency-Key or refuse a stale
+# Oversight-Fencing-Epoch: only for them may a worker fire again after a takeover.
+OVERSIGHT_HTTP_DEDUPLICATING_HOSTS = env_list("OVERSIGHT_HTTP_DEDUPLICATING_HOSTS")
+if _strangers := set(OVERSIGHT_HTTP_DEDUPLICATING_HOSTS) - set(OVERSIGHT_HTTP_ALLOWED_HOSTS):
+    raise ImproperlyConfigured(
+        "OVERSIGHT_HTTP_DEDUPLICATING_HOSTS names hosts that are not in "
+        f"OVERSIGHT_HTTP_ALLOWED_HOSTS: {', '.join(sorted(_strangers))}"
+    )
 OVERSIGHT_HTTP_TIMEOUT = env_int("OVERSIGHT_HTTP_TIMEOUT_SECONDS", 10, minimum=1)
 # Domains email.send may write to; empty means any.
 OVERSIGHT_EMAIL_ALLOWED_DOMAINS = env_list("OVERSIGHT_EMAIL_ALLOWED_DOMAINS")
 # A worker's claim on an operation; must exceed the slowest action's run time.
 OVERSIGHT_LEASE_SECONDS = env_int("OVERSIGHT_LEASE_SECONDS", 60, minimum=1)
+# Attempts (claims) an operation gets when it keeps failing unexpectedly (a bug, a
+# target that cannot be reached) before it ends failed, or goes to its rollback plan.
+OVERSIGHT_MAX_ATTEMPTS = env_int("OVERSIGHT_MAX_ATTEMPTS", 3, minimum=1)
 # The approvals queue highlights proposals waiting longer than this.
 OVERSIGHT_REVIEW_SLA_MINUTES = env_int("OVERSIGHT_REVIEW_SLA_MINUTES", 30, minimum=1)
 # Where people reach this Oversight (for links in emails).

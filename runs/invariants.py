@@ -9,7 +9,9 @@ from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 
 from runs import machines
+from runs.actions.registry import get_action, parse_arguments
 from runs.chain import verify_all_chains
+from runs.errors import InvalidInput
 from runs.models import Artifact, Checkpoint, Decision, Operation, Run
 
 # Statuses an operation reaches only after a worker took it for execution.
@@ -18,6 +20,7 @@ EXECUTED = (
     Operation.Status.COMMITTED,
     Operation.Status.PRECONDITION_FAILED,
     Operation.Status.VERIFY_FAILED,
+    Operation.Status.FAILED,
     Operation.Status.ROLLED_BACK,
     Operation.Status.COMPENSATED,
     Operation.Status.ALERTED,
@@ -64,6 +67,42 @@ def no_idempotency_key_executed_twice() -> Iterator[str]:
         )
 
 
+def no_effect_fired_twice_where_it_could_apply_twice() -> Iterator[str]:
+    """Every firing is preceded by an intent checkpoint naming its epoch. Two epochs may
+    fire one operation only against a target that makes the repeat harmless; anywhere
+    else the second could have applied the effect again."""
+    fired = (
+        Checkpoint.objects.filter(event="operation.intent")
+        .values("operation")
+        .annotate(times=Count("pk"))
+        .filter(times__gt=1)
+    )
+    twice = Operation.objects.filter(pk__in=fired.values("operation")).order_by("pk")
+    for op in twice:
+        if _repeat_is_harmless(op):
+            continue
+        epochs = [
+            str((state.get("attempt") or {}).get("epoch", "?"))
+            for state in op.checkpoints.filter(event="operation.intent")
+            .order_by("seq")
+            .values_list("state", flat=True)
+        ]
+        yield (
+            f"operation {op.pk} ({op.action}) fired under epochs {', '.join(epochs)}, against a "
+            "target that does not deduplicate: its effect may have happened more than once"
+        )
+
+
+def _repeat_is_harmless(op: Operation) -> bool:
+    action = get_action(op.action)
+    if action is None or op.executor != Operation.Executor.SERVER:
+        return False
+    try:
+        return action.deduplicates(parse_arguments(action, op.arguments))
+    except InvalidInput:
+        return False
+
+
 def checkpoint_chains_unbroken() -> Iterator[str]:
     for broken in verify_all_chains():
         yield f"checkpoint chain broken: {broken}"
@@ -106,6 +145,7 @@ def closed_runs_have_no_open_proposals() -> Iterator[str]:
 CHECKS: list[Callable[[], Iterator[str]]] = [
     executed_operations_were_approved,
     no_idempotency_key_executed_twice,
+    no_effect_fired_twice_where_it_could_apply_twice,
     checkpoint_chains_unbroken,
     checkpoints_in_their_runs_project,
     referenced_artifacts_exist,

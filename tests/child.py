@@ -10,6 +10,15 @@
   ``mark-done-first`` records committed and dies before firing the effect;
   ``fire-then-mark`` fires the effect, then dies before recording anything, and when
   run again (the status still says approved) fires it again.
+- ``worker-pause-at BOUNDARY``: a worker (lease 1 s) that stops itself with SIGSTOP
+  when it reaches BOUNDARY (printing ``PAUSED``): a GC or VM pause, a slow call. After
+  SIGCONT it carries on as a paused process would, then drains and exits.
+- ``worker-clock-ahead SECONDS``: ``runworker --once`` on a host whose clock runs
+  SECONDS ahead of everyone else's.
+- ``slow-ledger-worker``: ``runworker --once`` whose ledger transactions hold the lock
+  of the first account(s) they lock for 1.5 s, so that two of them overlap.
+- ``worker-dies-after-sending EMAIL_LOG``: a worker that hands an email to the mail
+  server (appending its subject to EMAIL_LOG) and is killed before recording that.
 """
 
 import os
@@ -97,10 +106,56 @@ def naive_worker(order: str, op_id: str) -> None:
             transition_operation(operation=operation, to=status, actor=worker)
 
 
+def worker_pause_at(boundary: str) -> None:
+    def on_boundary(boundary: str, operation, **_kwargs) -> None:
+        if boundary == pause_at:
+            print("PAUSED", flush=True)
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+    pause_at = boundary
+    boundary_reached.connect(on_boundary)
+    Worker(name="paused", lease=timedelta(seconds=1)).drain()
+
+
+def worker_clock_ahead(seconds: str) -> None:
+    from django.utils import timezone
+
+    real_now = timezone.now
+    timezone.now = lambda: real_now() + timedelta(seconds=float(seconds))
+    Worker(name="ahead", lease=timedelta(seconds=60)).drain()
+
+
+def slow_ledger_worker() -> None:
+    def hold_account_locks(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if '"runs_account"' in sql and "FOR UPDATE" in sql:
+            time.sleep(1.5)
+        return result
+
+    with connection.execute_wrapper(hold_account_locks):
+        Worker(name=f"slow-{os.getpid()}", lease=timedelta(seconds=30)).drain()
+
+
+def worker_dies_after_sending(email_log: str) -> None:
+    from runs.actions import email
+
+    def send_then_die(message, *args, **kwargs) -> int:
+        with open(email_log, "a") as log:
+            log.write(message.subject + "\n")
+        die()  # The server has the message; the sent record still says "sending".
+
+    email.EmailMessage.send = send_then_die
+    Worker(name="doomed", lease=timedelta(seconds=1)).drain()
+
+
 SCENARIOS = {
     "hang-mid-transition": hang_mid_transition,
     "worker-crash-at": worker_crash_at,
     "naive-worker": naive_worker,
+    "worker-pause-at": worker_pause_at,
+    "worker-clock-ahead": worker_clock_ahead,
+    "slow-ledger-worker": slow_ledger_worker,
+    "worker-dies-after-sending": worker_dies_after_sending,
 }
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from django.contrib.auth import get_user_model
 
 from runs.actors import Actor
 from runs.demo.target import make_server
+from runs.engine.boundaries import boundary_reached
 from runs.models import Account, Operation, Project, Role
 from runs.permissions import role_group
 from runs.services.proposals import propose_operation
@@ -196,3 +197,22 @@ def approved(propose, reviewer, accounts, target):
         return op
 
     return make
+
+
+@pytest.fixture
+def at_boundary():
+    """``at_boundary(boundary, do)`` calls ``do(operation)`` when the worker reaches
+    ``boundary``: something changing the world behind the worker's back."""
+    receivers = []
+
+    def connect(wanted: str, do) -> None:
+        def receiver(boundary: str, operation: Operation, **_kwargs) -> None:
+            if boundary == wanted:
+                do(operation)
+
+        boundary_reached.connect(receiver, weak=False)
+        receivers.append(receiver)
+
+    yield connect
+    for receiver in receivers:
+        boundary_reached.disconnect(receiver)

@@ -1,9 +1,12 @@
 """Assertions and shortcuts shared by the service tests."""
 
 from contextlib import contextmanager
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 
+from runs.engine.worker import Worker
 from runs.models import Checkpoint, Decision, Message, Operation, Run
 from runs.services.decisions import decide
 
@@ -44,3 +47,16 @@ def decide_on(op: Operation, reviewer, kind: str = Decision.Kind.APPROVE, **kwar
     decision = decide(operation=op, reviewer=reviewer, kind=kind, **kwargs)
     op.refresh_from_db()
     return decision
+
+
+def drained(op: Operation) -> Operation:
+    """Let a worker do everything that is ready, then read ``op`` again."""
+    Worker(name="w1").drain()
+    op.refresh_from_db()
+    return op
+
+
+def invariants_hold() -> bool:
+    out = StringIO()
+    call_command("check_invariants", stdout=out, stderr=StringIO())
+    return out.getvalue().strip() == "all invariants hold"

@@ -21,6 +21,7 @@ def child_env() -> dict[str, str]:
         "OVERSIGHT_WORKSPACE": str(settings.OVERSIGHT_WORKSPACE),
         "OVERSIGHT_ARTIFACT_ROOT": str(settings.OVERSIGHT_ARTIFACT_ROOT),
         "OVERSIGHT_HTTP_ALLOWED_HOSTS": ",".join(settings.OVERSIGHT_HTTP_ALLOWED_HOSTS),
+        "OVERSIGHT_HTTP_DEDUPLICATING_HOSTS": ",".join(settings.OVERSIGHT_HTTP_DEDUPLICATING_HOSTS),
         "PYTHONUNBUFFERED": "1",
     }
 
@@ -37,12 +38,13 @@ def spawn(*args: str) -> subprocess.Popen:
     )
 
 
-def manage(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run ``manage.py ARGS`` to completion against this test run's database."""
+def manage(*args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
+    """Run ``manage.py ARGS`` to completion against this test run's database (with
+    ``env`` added to its environment)."""
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
-        env=child_env(),
+        env={**child_env(), **env},
         capture_output=True,
         text=True,
         timeout=timeout,

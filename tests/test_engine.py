@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from runs.actors import Actor
 from runs.canonical import sha256_hex
-from runs.engine.boundaries import CLAIMED, EXECUTED, boundary_reached
+from runs.engine.boundaries import CLAIMED, EXECUTED
 from runs.engine.claims import claim_next
 from runs.engine.deliveries import deliver_due
 from runs.engine.executor import Execution
@@ -39,7 +39,7 @@ from runs.models import (
 )
 from runs.services.alerts import acknowledge_alert, resolve_alert
 from runs.services.runs import cancel_run
-from tests.helpers import decide_on, refused, steps_since
+from tests.helpers import decide_on, drained, invariants_hold, refused, steps_since
 
 LEASE = timedelta(seconds=30)
 CLAIM = ("operation.status", "approved", "in_flight")
@@ -48,21 +48,8 @@ VERIFY_FAILED = ("operation.status", "in_flight", "verify_failed")
 PATH = "notes/today.md"
 
 
-def drained(op: Operation) -> Operation:
-    """Let a worker do everything that is ready, then read ``op`` again."""
-    Worker(name="w1").drain()
-    op.refresh_from_db()
-    return op
-
-
 def version(run: Run) -> int:
     return Run.objects.get(pk=run.pk).version
-
-
-def invariants_hold() -> bool:
-    out = StringIO()
-    call_command("check_invariants", stdout=out, stderr=StringIO())
-    return out.getvalue().strip() == "all invariants hold"
 
 
 @pytest.fixture
@@ -78,25 +65,6 @@ def existing_file(workspace):
     path.parent.mkdir(parents=True)
     path.write_text("previous\n")
     return path
-
-
-@pytest.fixture
-def at_boundary():
-    """``at_boundary(boundary, do)`` calls ``do(operation)`` when the worker reaches
-    ``boundary``: something changing the world behind the worker's back."""
-    receivers = []
-
-    def connect(wanted: str, do) -> None:
-        def receiver(boundary: str, operation: Operation, **_kwargs) -> None:
-            if boundary == wanted:
-                do(operation)
-
-        boundary_reached.connect(receiver, weak=False)
-        receivers.append(receiver)
-
-    yield connect
-    for receiver in receivers:
-        boundary_reached.disconnect(receiver)
 
 
 # --- The happy path of each action ----------------------------------------------------
@@ -333,11 +301,12 @@ def test_unverifiable_email_alerts_a_person_and_halts_the_run(
     assert invariants_hold()
 
 
-def test_http_target_that_lies_is_alerted_without_sabotage(approved, target, run):
+def test_http_target_that_garbles_the_write_is_alerted_without_sabotage(approved, target, run):
     op = drained(approved("http-rigged-no-undo"))
 
     assert op.status == Operation.Status.ALERTED
-    assert target.applied[op.idempotency_key] == 0
+    assert op.result["effect"] == "uncertain"
+    assert target.applied[op.idempotency_key] == 1  # It answered 200 and stored {"id": "x"}.
     assert Alert.objects.get(operation=op).status == Alert.Status.OPEN
     run.refresh_from_db()
     assert run.reason == Run.Reason.RECONCILIATION

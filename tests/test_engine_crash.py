@@ -44,9 +44,17 @@ def claims(op: Operation) -> int:
     ).count()
 
 
+@pytest.fixture
+def deduplicating(settings, target):
+    """The target is declared to honour Idempotency-Key (it does): a takeover may fire."""
+    settings.OVERSIGHT_HTTP_DEDUPLICATING_HOSTS = settings.OVERSIGHT_HTTP_ALLOWED_HOSTS
+
+
 @pytest.mark.parametrize("boundary", BEFORE_RECORD)
 @pytest.mark.parametrize("kind", ["ledger", "http"])
-def test_killed_worker_is_resumed_and_the_effect_fires_once(approved, target, kind, boundary):
+def test_killed_worker_is_resumed_and_the_effect_fires_once(
+    approved, target, deduplicating, kind, boundary
+):
     op = approved(kind)
     crash_worker_at(boundary)
     resume()
@@ -56,6 +64,30 @@ def test_killed_worker_is_resumed_and_the_effect_fires_once(approved, target, ki
     assert fired(kind, op, target) == 1
     assert claims(op) == 1  # One claim; the resumption is a recorded lease takeover.
     assert op.checkpoints.filter(event="operation.lease_taken_over").count() == 1
+
+
+@pytest.mark.parametrize("boundary", [EXECUTED, VERIFIED])
+def test_a_target_that_does_not_deduplicate_is_verified_on_resume(approved, target, boundary):
+    op = approved("http-naive")
+    crash_worker_at(boundary)
+    resume()
+
+    op.refresh_from_db()
+    assert op.status == "committed"
+    assert target.applied[op.idempotency_key] == 1
+
+
+def test_a_target_that_does_not_deduplicate_is_not_fired_again_after_an_intent(approved, target):
+    """The dead worker recorded its intent; whether it fired cannot be seen, and firing
+    again could apply the effect twice: at most once, and a person decides."""
+    op = approved("http-naive")
+    crash_worker_at(INTENT)
+    resume()
+
+    op.refresh_from_db()
+    assert op.status == "alerted"
+    assert target.applied[op.idempotency_key] == 0
+    assert "does not deduplicate" in op.alerts.get().summary
 
 
 @pytest.mark.parametrize("boundary", BEFORE_RECORD)
@@ -106,7 +138,7 @@ def test_killed_during_http_compensation_compensates_once(approved, target):
     op.refresh_from_db()
     assert op.status == "compensated"
     assert target.applied[f"{op.idempotency_key}:compensate"] == 1
-    assert target.applied[op.idempotency_key] == 0  # The rigged target applied nothing.
+    assert target.applied[op.idempotency_key] == 1  # Once, garbled: hence the compensation.
 
 
 def test_mark_done_first_records_an_effect_that_never_fired(approved, target):

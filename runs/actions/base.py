@@ -1,26 +1,50 @@
 """The action plugin interface.
 
 An action is a class with a ``name``, an ``Arguments`` schema (a pydantic model), a
-``rollback_kind`` and four parts, each called by the worker outside any database
-transaction:
+``rollback_kind`` and four parts, each called by the worker:
 
 - ``precondition(args, ctx)`` checks the live target and raises ``PreconditionFailed``
   to refuse (the world is no longer as it was approved);
 - ``execute(args, key, ctx)`` fires the effect, applied at most once per idempotency
-  ``key``, and returns the observation the agent reads;
-- ``verify(args, key, ctx)`` re-reads the target and returns whether the effect is
-  there ("the call returned 200" is not verification);
+  ``key``, and returns the observation the agent reads. It raises ``NotApplied`` when
+  the target refused before applying anything (the operation then ends ``failed``,
+  with nothing to roll back); any other exception leaves the outcome to ``verify``;
+- ``verify(args, key, ctx)`` re-reads the target ("the call returned 200" is not
+  verification) and answers what it sees: ``Effect.APPLIED`` (there, as approved),
+  ``Effect.ABSENT`` (no trace of it: the target is as it was before) or
+  ``Effect.UNCERTAIN`` (it cannot tell, or something is there that is not what was
+  approved). ``True`` and ``False`` are read as applied and uncertain;
 - ``undo(args, key, ctx)`` (in-band) or ``compensate(args, key, ctx)`` (compensating)
-  reverses the effect when verification fails; each must be safe to repeat.
+  reverses the effect when verification did not show it as approved. Each must be safe
+  to repeat, and must raise ``NothingToRollBack`` rather than act when it cannot see
+  the forward effect: a compensation for an effect that never happened invents one.
 
-``snapshot(args, ctx)`` may capture what undo needs (e.g. the previous content of a
-file) before the effect fires; the worker stores it, and any artifacts it names, in
-the operation's intent checkpoint so that a worker resuming after a crash has it.
+``snapshot(args, ctx)`` may capture what undo and verification need (e.g. the previous
+content of a file) before the effect fires; the worker stores it, and any artifacts it
+names, in the operation's intent checkpoint so that a worker resuming after a crash
+has it.
+
+Two declarations tell the worker what the target guarantees (see README, "What exactly
+once rests on"):
+
+- ``in_database``: the effect is rows in Oversight's own database. The worker runs
+  ``execute``, ``verify`` and the record of the outcome in one transaction, conditional
+  on its fencing epoch: exactly once by construction.
+- ``deduplicates(args)``: the target makes a late repeat harmless: it deduplicates by
+  the idempotency key, or refuses a stale fencing epoch (``ctx.epoch``). Only then may
+  a worker that takes over after an intent, and cannot see the effect, fire again;
+  otherwise it takes the uncertain path (at most once, and a person decides).
+
+An action that fires outside the database calls ``ctx.confirm_lease()`` as late as it
+can before the effect (inside its own lock, if it takes one): it raises if another
+worker holds the operation now.
+
 Register actions with the ``OVERSIGHT_ACTIONS`` setting (a list of dotted paths).
 """
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from enum import StrEnum
+from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -32,7 +56,38 @@ class PreconditionFailed(Exception):
 
 
 class ExecutionFailed(Exception):
-    """The effect could not be applied; the worker verifies and rolls back as planned."""
+    """The effect may or may not have been applied: verification decides."""
+
+
+class NotApplied(Exception):
+    """The target refused before applying anything: the effect did not happen."""
+
+
+class NothingToRollBack(Exception):
+    """A rollback step cannot see the forward effect, so it does nothing."""
+
+
+class Effect(StrEnum):
+    """What verification saw on the target."""
+
+    APPLIED = "applied"
+    ABSENT = "absent"
+    UNCERTAIN = "uncertain"
+
+    @classmethod
+    def of(cls, answer: "Effect | bool") -> "Effect":
+        """An action's answer; a bare ``bool`` (older actions) is applied or uncertain."""
+        if isinstance(answer, cls):
+            return answer
+        if isinstance(answer, bool):
+            return cls.APPLIED if answer else cls.UNCERTAIN
+        raise TypeError(f"verify must answer an Effect or a bool, not {answer!r}")
+
+
+class Lease(Protocol):
+    epoch: int
+
+    def confirm(self) -> None: ...
 
 
 class Arguments(BaseModel):
@@ -50,20 +105,38 @@ class Context:
     intent: dict = field(default_factory=dict)
     # Artifacts to reference from the intent checkpoint, by name.
     artifacts: dict[str, Artifact] = field(default_factory=dict)
+    # The worker's lease on the operation (None outside a worker, e.g. in a preview).
+    lease: Lease | None = None
 
     @property
     def project(self):
         return self.operation.project
+
+    @property
+    def epoch(self) -> int:
+        """The fencing epoch of the attempt: send it to targets that refuse stale ones."""
+        return self.lease.epoch if self.lease else self.operation.fencing_epoch
+
+    def confirm_lease(self) -> None:
+        """Raise unless this worker still holds the operation, with its lease renewed
+        from now (in the database's clock). Call it immediately before an effect."""
+        if self.lease is not None:
+            self.lease.confirm()
 
 
 class Action:
     name: ClassVar[str]
     Arguments: ClassVar[type[Arguments]]
     rollback_kind: ClassVar[str] = Operation.RollbackKind.NONE
+    in_database: ClassVar[bool] = False
 
     def rollback_kind_for(self, args: Any) -> str:
         """The rollback kind of this call (an action may offer several, by arguments)."""
         return self.rollback_kind
+
+    def deduplicates(self, args: Any) -> bool:
+        """Whether the target makes a late repeat of this call harmless (see above)."""
+        return self.in_database
 
     def describe(self, args: Any) -> dict[str, str]:
         """Plain-language precondition and rollback plan, shown to reviewers."""
@@ -79,7 +152,7 @@ class Action:
     def execute(self, args: Any, key: str, ctx: Context) -> dict:
         raise NotImplementedError
 
-    def verify(self, args: Any, key: str, ctx: Context) -> bool:
+    def verify(self, args: Any, key: str, ctx: Context) -> Effect | bool:
         raise NotImplementedError
 
     def undo(self, args: Any, key: str, ctx: Context) -> None:

@@ -1,26 +1,52 @@
 """``email.send``: send an email through Django's mail framework.
 
 An email cannot be unsent, so its rollback is out-of-band: a person is alerted. The
-sent record (``SentEmail``) is written as "sending" before the message is handed to
-the backend and "sent" once the backend accepted it; verification reads that record.
+sent record (``SentEmail``) is the fence: it is written as "sending", under the
+worker's confirmed lease, before the message is handed to the backend, and only the
+attempt that wrote it sends; it becomes "sent" once the backend accepted the message,
+and is removed again if the server refused it outright. Verification reads that record:
+sent is applied, no record is absent (no attempt can send any more), "sending" is
+uncertain — the handover was interrupted, and a person must find out.
 """
 
+import smtplib
 from email.utils import make_msgid
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.mail import EmailMessage
 from django.core.validators import validate_email
+from django.db import transaction
 from django.utils import timezone
 from pydantic import Field, field_validator
 
-from runs.actions.base import Action, Arguments, Context, ExecutionFailed, PreconditionFailed
+from runs.actions.base import (
+    Action,
+    Arguments,
+    Context,
+    Effect,
+    ExecutionFailed,
+    NotApplied,
+    PreconditionFailed,
+)
 from runs.models import Operation, SentEmail
+
+# The server turned the message down before accepting it: nothing left.
+REFUSED = (
+    ConnectionRefusedError,
+    smtplib.SMTPConnectError,
+    smtplib.SMTPHeloError,
+    smtplib.SMTPAuthenticationError,
+    smtplib.SMTPSenderRefused,
+    smtplib.SMTPRecipientsRefused,
+    smtplib.SMTPDataError,
+)
 
 
 class EmailArguments(Arguments):
     to: list[str] = Field(min_length=1, max_length=50)
-    subject: str = Field(min_length=1, max_length=300)
+    # A line break in a header would let the subject add headers of its own.
+    subject: str = Field(min_length=1, max_length=300, pattern=r"^[^\r\n]*$")
     body: str = Field(max_length=100_000)
 
     @field_validator("to")
@@ -53,31 +79,44 @@ class SendEmail(Action):
                 f"recipients outside the allowed domains: {', '.join(refused)}"
             )
 
+    def deduplicates(self, args: EmailArguments) -> bool:
+        return True  # Only the attempt that wrote the sent record sends.
+
     def execute(self, args: EmailArguments, key: str, ctx: Context) -> dict:
-        record, created = SentEmail.objects.get_or_create(
-            idempotency_key=key,
-            defaults={
-                "message_id": make_msgid(idstring=key, domain="oversight.local"),
-                "recipients": list(args.to),
-                "subject": args.subject,
-            },
-        )
-        if not created and record.status == SentEmail.Status.SENDING:
+        with transaction.atomic():
+            ctx.confirm_lease()
+            record, created = SentEmail.objects.get_or_create(
+                idempotency_key=key,
+                defaults={
+                    "message_id": make_msgid(idstring=key, domain="oversight.local"),
+                    "recipients": list(args.to),
+                    "subject": args.subject,
+                },
+            )
+        if not created:
+            if record.status == SentEmail.Status.SENT:
+                return {"message_id": record.message_id}
             raise ExecutionFailed(
                 "an earlier attempt stopped while handing this email over: it may have been sent"
             )
-        if created:
-            message = EmailMessage(
-                subject=args.subject,
-                body=args.body,
-                to=list(args.to),
-                headers={"Message-ID": record.message_id},
-            )
+        message = EmailMessage(
+            subject=args.subject,
+            body=args.body,
+            to=list(args.to),
+            headers={"Message-ID": record.message_id},
+        )
+        try:
             message.send()
-            SentEmail.objects.filter(pk=record.pk).update(
-                status=SentEmail.Status.SENT, sent_at=timezone.now()
-            )
+        except REFUSED as refusal:
+            SentEmail.objects.filter(pk=record.pk).delete()
+            raise NotApplied(f"the mail server refused the message: {refusal}") from None
+        SentEmail.objects.filter(pk=record.pk).update(
+            status=SentEmail.Status.SENT, sent_at=timezone.now()
+        )
         return {"message_id": record.message_id}
 
-    def verify(self, args: EmailArguments, key: str, ctx: Context) -> bool:
-        return SentEmail.objects.filter(idempotency_key=key, status=SentEmail.Status.SENT).exists()
+    def verify(self, args: EmailArguments, key: str, ctx: Context) -> Effect:
+        record = SentEmail.objects.filter(idempotency_key=key).first()
+        if record is None:
+            return Effect.ABSENT
+        return Effect.APPLIED if record.status == SentEmail.Status.SENT else Effect.UNCERTAIN

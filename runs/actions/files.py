@@ -4,19 +4,39 @@ Precondition: the file's current content still has the sha256 the reviewer appro
 against (``null``: the file must not exist yet). No path may leave the workspace.
 The previous version is kept as an artifact before the write, so the in-band undo
 restores it exactly (or removes a file that did not exist).
+
+Fencing reaches the file: every writer holds an exclusive lock on the file's folder
+from its re-hash to its atomic replace, and confirms its lease inside that lock;
+verification reads under a shared lock. A worker paused mid-write is waited for, never
+raced, and one paused before its lock finds its lease gone and writes nothing. So a
+repeat after a takeover is harmless (``deduplicates``), and "absent" is final.
 """
 
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
 from django.conf import settings
 from pydantic import Field, field_validator
 
-from runs.actions.base import Action, Arguments, Context, ExecutionFailed, PreconditionFailed
+from runs.actions.base import (
+    Action,
+    Arguments,
+    Context,
+    Effect,
+    ExecutionFailed,
+    NotApplied,
+    PreconditionFailed,
+)
 from runs.canonical import sha256_hex
 from runs.models import Artifact, Operation
-from runs.services.artifacts import read_artifact, store_artifact, write_durably
+from runs.services.artifacts import INCOMING, read_artifact, store_artifact, write_durably
 
 MAX_CONTENT = 1_000_000
+NAME_MAX = 255  # bytes in one path component (Linux)
 
 
 class FileWriteArguments(Arguments):
@@ -30,6 +50,10 @@ class FileWriteArguments(Arguments):
         pure = PurePosixPath(path)
         if pure.is_absolute() or ".." in pure.parts or "\\" in path or "\x00" in path:
             raise ValueError("must be a relative path inside the workspace, without '..'")
+        if any(len(part.encode()) > NAME_MAX for part in pure.parts):
+            raise ValueError(f"each folder or file name must be at most {NAME_MAX} bytes")
+        if pure.name.startswith(INCOMING):
+            raise ValueError(f"names starting with {INCOMING!r} are Oversight's temporary files")
         return path
 
 
@@ -48,6 +72,54 @@ def resolve(path: str) -> Path:
 
 def current_hash(target: Path) -> str | None:
     return sha256_hex(target.read_bytes()) if target.is_file() else None
+
+
+class FolderBusy(Exception):
+    """Another writer held the folder's lock for too long: try again later."""
+
+
+@contextmanager
+def folder_lock(folder: Path, *, shared: bool = False) -> Iterator[None]:
+    """Hold ``folder``'s lock (exclusive for writers, shared for readers), waiting at
+    most a lease's length. A folder that does not exist holds nothing to wait for: a
+    writer creating it must still take the lock and confirm its lease before writing."""
+    if not folder.is_dir():
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        deadline = time.monotonic() + settings.OVERSIGHT_LEASE_SECONDS
+        mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
+        while True:
+            try:
+                fcntl.flock(fd, mode)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise FolderBusy(f"{folder.name}/ stayed locked by another writer") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # Releases the lock.
+
+
+def write_locked(target: Path, content: bytes, *, before: str | None, ctx: Context) -> None:
+    """Replace ``target`` with ``content`` only if it still hashes to ``before``, under
+    the folder's lock and the worker's confirmed lease. Temporary files left by killed
+    writers of this folder are removed on the way: no live writer can own one while we
+    hold the lock."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with folder_lock(target.parent):
+        for leftover in target.parent.glob(f"{INCOMING}*"):
+            leftover.unlink(missing_ok=True)
+        found = current_hash(target)
+        if found != before:
+            raise NotApplied(f"{target.name} changed since it was approved")
+        ctx.confirm_lease()
+        try:
+            write_durably(target, content)
+        except OSError as error:  # Nothing was replaced: the rename is all or nothing.
+            raise NotApplied(f"{target.name} could not be written: {error.strerror}") from None
 
 
 class FileWrite(Action):
@@ -83,21 +155,34 @@ class FileWrite(Action):
         ctx.artifacts[f"workspace/{args.path}@before"] = artifact
         return {"previous": artifact.sha256}
 
-    def execute(self, args: FileWriteArguments, key: str, ctx: Context) -> dict:
-        target = resolve(args.path)
-        write_durably(target, args.content.encode())
-        return {"path": args.path, "sha256": sha256_hex(args.content.encode())}
+    def deduplicates(self, args: FileWriteArguments) -> bool:
+        return True
 
-    def verify(self, args: FileWriteArguments, key: str, ctx: Context) -> bool:
-        return current_hash(resolve(args.path)) == sha256_hex(args.content.encode())
+    def execute(self, args: FileWriteArguments, key: str, ctx: Context) -> dict:
+        content = args.content.encode()
+        write_locked(resolve(args.path), content, before=args.expected_sha256, ctx=ctx)
+        return {"path": args.path, "sha256": sha256_hex(content)}
+
+    def verify(self, args: FileWriteArguments, key: str, ctx: Context) -> Effect:
+        target = resolve(args.path)
+        with folder_lock(target.parent, shared=True):
+            found = current_hash(target)
+        if found == sha256_hex(args.content.encode()):
+            return Effect.APPLIED
+        return Effect.ABSENT if found == args.expected_sha256 else Effect.UNCERTAIN
 
     def undo(self, args: FileWriteArguments, key: str, ctx: Context) -> None:
+        """Put the file back as the reviewer approved against: its previous version (an
+        absolute state, so repeating it is harmless), or no file."""
         target = resolve(args.path)
         previous = ctx.intent.get("previous")
-        if previous is None:
-            target.unlink(missing_ok=True)
-            return
-        content = read_artifact(Artifact.objects.get(sha256=previous))
-        write_durably(target, content)
-        if current_hash(target) != previous:
-            raise ExecutionFailed(f"{args.path} could not be restored to {previous}")
+        with folder_lock(target.parent):
+            if current_hash(target) == previous:
+                return
+            ctx.confirm_lease()
+            if previous is None:
+                target.unlink(missing_ok=True)
+            else:
+                write_durably(target, read_artifact(Artifact.objects.get(sha256=previous)))
+            if current_hash(target) != previous:
+                raise ExecutionFailed(f"{args.path} could not be restored to {previous}")

@@ -1,10 +1,18 @@
 """``http.request``: a mutating HTTP call to an allow-listed host.
 
-The request carries the operation's ``Idempotency-Key`` header. Verification is a
-follow-up GET whose status (and, optionally, JSON fields) must show the effect; a 2xx
-answer to the call itself proves nothing. The rollback is a compensating call when the
-proposal names one (sent with its own idempotency key), and otherwise an out-of-band
-alert.
+Before the call, the worker reads the verify URL (status, the fields the effect should
+change, and its ETag) into the intent. The call carries the operation's
+``Idempotency-Key``, the attempt's ``Oversight-Fencing-Epoch`` (a target may refuse an
+epoch lower than one it has seen for the key) and, when it writes the very resource it
+verifies and that resource had an ETag, ``If-Match``. A 4xx answer, or a connection
+refused, means nothing was applied. Verification is a follow-up GET: the expected
+status and fields are applied; the same status and fields as before the call are
+absent; anything else is uncertain. A 2xx answer to the call itself proves nothing.
+
+The rollback is a compensating call when the proposal names one (sent with its own
+idempotency key), made only if the target changed since before the call; otherwise an
+out-of-band alert. A takeover may call again only on hosts declared to deduplicate
+(``OVERSIGHT_HTTP_DEDUPLICATING_HOSTS``).
 """
 
 import json
@@ -16,14 +24,31 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from pydantic import AfterValidator, Field
 
-from runs.actions.base import Action, Arguments, Context, ExecutionFailed, PreconditionFailed
+from runs.actions.base import (
+    Action,
+    Arguments,
+    Context,
+    Effect,
+    ExecutionFailed,
+    NotApplied,
+    NothingToRollBack,
+    PreconditionFailed,
+)
 from runs.models import Operation
+
+FENCING_HEADER = "Oversight-Fencing-Epoch"
 
 
 def check_url(url: str) -> str:
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
+        raise ValueError("must not contain spaces or control characters")
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError("must be an http(s) URL")
+    try:
+        parts.port  # noqa: B018 (a bad port raises here, not mid-request)
+    except ValueError:
+        raise ValueError("has an invalid port") from None
     if parts.netloc not in settings.OVERSIGHT_HTTP_ALLOWED_HOSTS:
         raise ValueError(f"host {parts.netloc} is not in OVERSIGHT_HTTP_ALLOWED_HOSTS")
     return url
@@ -39,6 +64,14 @@ class Expectation(Arguments):
     status: int = Field(default=200, ge=100, le=599)
     json_fields: dict[str, Any] = Field(default_factory=dict, alias="json")
 
+    def seen(self, status: int, body: Any) -> dict:
+        """What of an answer this expectation looks at: the status and its fields."""
+        fields = body if isinstance(body, dict) else {}
+        return {"status": status, "fields": {k: fields.get(k) for k in self.json_fields}}
+
+    def met_by(self, status: int, body: Any) -> bool:
+        return self.seen(status, body) == {"status": self.status, "fields": self.json_fields}
+
 
 class Call(Arguments):
     method: Literal["POST", "PUT", "PATCH", "DELETE"]
@@ -52,46 +85,58 @@ class HttpRequestArguments(Call):
     compensate: Call | None = None
 
 
-def send(call: Call, key: str) -> tuple[int, Any]:
+class Answer:
+    def __init__(self, status: int, raw: bytes, etag: str | None) -> None:
+        self.status, self.raw, self.etag = status, raw, etag
+
+    @property
+    def body(self) -> Any:
+        try:
+            return json.loads(self.raw)
+        except ValueError:
+            return self.raw[:2000].decode(errors="replace")
+
+
+def send(call: Call, key: str, headers: dict[str, str]) -> Answer:
+    """Make the call; a connection refused means the target never saw it."""
     data = None if call.body is None else json.dumps(call.body).encode()
     request = urllib.request.Request(
         call.url,
         data=data,
         method=call.method,
-        headers={"Idempotency-Key": key, "Content-Type": "application/json"},
+        headers={"Idempotency-Key": key, "Content-Type": "application/json", **headers},
     )
-    return _open(request)
+    try:
+        return _open(request)
+    except ExecutionFailed as failure:
+        if isinstance(failure.__cause__, ConnectionRefusedError):
+            raise NotApplied(str(failure)) from None
+        raise
 
 
-def fetch(url: str) -> tuple[int, Any]:
+def fetch(url: str) -> Answer:
     return _open(urllib.request.Request(url, method="GET"))
 
 
-def _open(request: urllib.request.Request) -> tuple[int, Any]:
+def _open(request: urllib.request.Request) -> Answer:
     try:
         with urllib.request.urlopen(request, timeout=settings.OVERSIGHT_HTTP_TIMEOUT) as response:
-            return response.status, _decode(response.read())
+            return Answer(response.status, response.read(), response.headers.get("ETag"))
     except urllib.error.HTTPError as error:
-        return error.code, _decode(error.read())
+        return Answer(error.code, error.read(), error.headers.get("ETag"))
     except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
-        raise ExecutionFailed(f"{request.method} {request.full_url}: {error}") from None
-
-
-def _decode(raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw[:2000].decode(errors="replace")
+        cause = error.reason if isinstance(error, urllib.error.URLError) else error
+        failure = ExecutionFailed(f"{request.method} {request.full_url}: {cause}")
+        raise failure from cause if isinstance(cause, BaseException) else error
 
 
 def meets(expectation: Expectation) -> tuple[bool, str]:
-    status, body = fetch(expectation.url)
-    if status != expectation.status:
-        return False, f"GET {expectation.url} answered {status}, not {expectation.status}"
-    fields = body if isinstance(body, dict) else {}
-    wrong = {k: fields.get(k) for k, v in expectation.json_fields.items() if fields.get(k) != v}
-    if wrong:
-        return False, f"GET {expectation.url} shows {wrong}, not {expectation.json_fields}"
+    answer = fetch(expectation.url)
+    if answer.status != expectation.status:
+        return False, f"GET {expectation.url} answered {answer.status}, not {expectation.status}"
+    fields = expectation.seen(answer.status, answer.body)["fields"]
+    if fields != expectation.json_fields:
+        return False, f"GET {expectation.url} shows {fields}, not {expectation.json_fields}"
     return True, ""
 
 
@@ -104,6 +149,9 @@ class HttpRequest(Action):
         if args.compensate:
             return Operation.RollbackKind.COMPENSATING
         return Operation.RollbackKind.OUT_OF_BAND
+
+    def deduplicates(self, args: HttpRequestArguments) -> bool:
+        return urlsplit(args.url).netloc in settings.OVERSIGHT_HTTP_DEDUPLICATING_HOSTS
 
     def describe(self, args: HttpRequestArguments) -> dict[str, str]:
         pre = args.precondition
@@ -126,16 +174,42 @@ class HttpRequest(Action):
             if not ok:
                 raise PreconditionFailed(why)
 
-    def execute(self, args: HttpRequestArguments, key: str, ctx: Context) -> dict:
-        status, body = send(args, key)
-        if not 200 <= status < 300:
-            raise ExecutionFailed(f"{args.method} {args.url} answered {status}")
-        return {"status": status, "body": body}
+    def snapshot(self, args: HttpRequestArguments, ctx: Context) -> dict:
+        answer = fetch(args.verify.url)
+        seen = args.verify.seen(answer.status, answer.body)
+        return {"before": {**seen, "etag": answer.etag}}
 
-    def verify(self, args: HttpRequestArguments, key: str, ctx: Context) -> bool:
-        return meets(args.verify)[0]
+    def execute(self, args: HttpRequestArguments, key: str, ctx: Context) -> dict:
+        headers = {FENCING_HEADER: str(ctx.epoch)}
+        etag = ctx.intent.get("before", {}).get("etag")
+        if etag and args.url == args.verify.url:
+            headers["If-Match"] = etag
+        ctx.confirm_lease()
+        answer = send(args, key, headers)
+        if 200 <= answer.status < 300:
+            return {"status": answer.status, "body": answer.body}
+        if 400 <= answer.status < 500:
+            raise NotApplied(f"{args.method} {args.url} was refused: {answer.status}")
+        raise ExecutionFailed(f"{args.method} {args.url} answered {answer.status}")
+
+    def verify(self, args: HttpRequestArguments, key: str, ctx: Context) -> Effect:
+        answer = fetch(args.verify.url)  # Unreachable: raised, and retried later.
+        if args.verify.met_by(answer.status, answer.body):
+            return Effect.APPLIED
+        return Effect.ABSENT if self._unchanged(args, answer, ctx) else Effect.UNCERTAIN
 
     def compensate(self, args: HttpRequestArguments, key: str, ctx: Context) -> None:
-        status, _ = send(args.compensate, f"{key}:compensate")
-        if not 200 <= status < 300:
-            raise ExecutionFailed(f"compensation {args.compensate.url} answered {status}")
+        if self._unchanged(args, fetch(args.verify.url), ctx):
+            raise NothingToRollBack(f"GET {args.verify.url} shows the state from before the call")
+        headers = {FENCING_HEADER: str(ctx.epoch)}
+        answer = send(args.compensate, f"{key}:compensate", headers)
+        if not 200 <= answer.status < 300:
+            raise ExecutionFailed(f"compensation {args.compensate.url} answered {answer.status}")
+
+    @staticmethod
+    def _unchanged(args: HttpRequestArguments, answer: Answer, ctx: Context) -> bool:
+        before = ctx.intent.get("before")
+        if before is None:
+            return False
+        now = args.verify.seen(answer.status, answer.body)
+        return now == {"status": before["status"], "fields": before["fields"]}

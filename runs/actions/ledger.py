@@ -1,21 +1,38 @@
 """``ledger.transfer``: move money between two accounts of the in-database ledger.
 
 Seed 003's example: "transfer $100 from A to B when balance > $1000". The precondition
-re-reads the balance at commit time; the transfer applies once per idempotency key
-(a unique ledger entry); verification re-reads the entry and both balances' movement;
-the rollback is a compensating transfer, itself applied once.
+re-reads the balance at commit time, and the transfer checks it again under the lock
+of both accounts (taken in primary-key order, so transfers in opposite directions
+queue instead of deadlocking); a conflict the database reports anyway is retried, never
+taken for a refusal. The effect lives in Oversight's own database, so the worker
+applies it and records the outcome in one transaction under its lease: exactly once.
+Verification re-reads the entry of the key; the rollback is a compensating transfer,
+made only if the forward entry exists, itself applied once.
 """
 
+import random
+import time
 from decimal import Decimal
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import F
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from runs.actions.base import Action, Arguments, Context, ExecutionFailed, PreconditionFailed
+from runs.actions.base import (
+    Action,
+    Arguments,
+    Context,
+    Effect,
+    NotApplied,
+    NothingToRollBack,
+    PreconditionFailed,
+)
 from runs.models import Account, LedgerEntry, Operation
 
 Money = Decimal
+# SQLSTATEs of a transaction the database aborted to resolve a conflict: retry it.
+CONFLICTS = {"40001", "40P01"}  # serialization failure, deadlock detected
+CONFLICT_RETRIES = 5
 
 
 class TransferArguments(Arguments):
@@ -24,11 +41,18 @@ class TransferArguments(Arguments):
     amount: Money = Field(gt=0, max_digits=18, decimal_places=2)
     require_balance_above: Money | None = Field(default=None, ge=0, decimal_places=2)
 
+    @model_validator(mode="after")
+    def two_accounts(self) -> "TransferArguments":
+        if self.source == self.target:
+            raise ValueError("from and to must be two different accounts")
+        return self
+
 
 class LedgerTransfer(Action):
     name = "ledger.transfer"
     Arguments = TransferArguments
     rollback_kind = Operation.RollbackKind.COMPENSATING
+    in_database = True
 
     def describe(self, args: TransferArguments) -> dict[str, str]:
         floor = args.require_balance_above
@@ -44,30 +68,33 @@ class LedgerTransfer(Action):
     def precondition(self, args: TransferArguments, ctx: Context) -> None:
         source = self._account(ctx, args.source)
         self._account(ctx, args.target)
-        if source.balance < args.amount:
-            raise PreconditionFailed(
-                f"{args.source} holds {source.balance}, less than the {args.amount} to transfer"
-            )
-        if args.require_balance_above is not None and source.balance <= args.require_balance_above:
-            raise PreconditionFailed(
-                f"{args.source} holds {source.balance}, not more than {args.require_balance_above}"
-            )
+        refusal = shortfall(source.balance, args.amount, args.require_balance_above)
+        if refusal:
+            raise PreconditionFailed(f"{args.source} {refusal}")
 
     def execute(self, args: TransferArguments, key: str, ctx: Context) -> dict:
-        entry = self._transfer(ctx, args.source, args.target, args.amount, key)
+        entry = transfer(
+            ctx, args.source, args.target, args.amount, key, floor=args.require_balance_above
+        )
         return {"entry": entry.pk, "amount": str(entry.amount)}
 
-    def verify(self, args: TransferArguments, key: str, ctx: Context) -> bool:
+    def verify(self, args: TransferArguments, key: str, ctx: Context) -> Effect:
         entry = LedgerEntry.objects.filter(idempotency_key=key).select_related("debit", "credit")
         entry = entry.first()
-        return (
-            entry is not None
-            and entry.amount == args.amount
-            and (entry.debit.name, entry.credit.name) == (args.source, args.target)
+        if entry is None:
+            return Effect.ABSENT
+        as_approved = entry.amount == args.amount and (entry.debit.name, entry.credit.name) == (
+            args.source,
+            args.target,
         )
+        return Effect.APPLIED if as_approved else Effect.UNCERTAIN
 
     def compensate(self, args: TransferArguments, key: str, ctx: Context) -> None:
-        self._transfer(ctx, args.target, args.source, args.amount, f"{key}:compensate")
+        """Move the amount back, only if the forward entry exists (read under its lock):
+        compensating a transfer that never happened would create money."""
+        if not LedgerEntry.objects.select_for_update().filter(idempotency_key=key).exists():
+            raise NothingToRollBack("there is no ledger entry for this transfer")
+        transfer(ctx, args.target, args.source, args.amount, f"{key}:compensate")
 
     def _account(self, ctx: Context, name: str) -> Account:
         try:
@@ -75,30 +102,60 @@ class LedgerTransfer(Action):
         except Account.DoesNotExist:
             raise PreconditionFailed(f"there is no account {name!r} in this project") from None
 
-    def _transfer(self, ctx, source: str, target: str, amount: Decimal, key: str) -> LedgerEntry:
-        """Apply the transfer once for ``key``; a repeat returns the entry already made."""
-        existing = LedgerEntry.objects.filter(idempotency_key=key).first()
-        if existing:
-            return existing
+
+def shortfall(balance: Decimal, amount: Decimal, floor: Decimal | None) -> str:
+    """Why ``balance`` cannot fund ``amount`` (empty if it can)."""
+    if balance < amount:
+        return f"holds {balance}, less than the {amount} to transfer"
+    if floor is not None and balance <= floor:
+        return f"holds {balance}, not more than {floor}"
+    return ""
+
+
+def transfer(
+    ctx: Context, source: str, target: str, amount: Decimal, key: str, *, floor=None
+) -> LedgerEntry:
+    """Apply the transfer once for ``key`` (a repeat returns the entry already made), or
+    raise ``NotApplied``. A database conflict is retried with a little jitter."""
+    attempt = 1
+    while True:
         try:
-            with transaction.atomic():
-                debit = Account.objects.select_for_update().get(project=ctx.project, name=source)
-                credit = Account.objects.get(project=ctx.project, name=target)
-                if debit.balance < amount:
-                    raise ExecutionFailed(f"{source} holds {debit.balance}, less than {amount}")
-                Account.objects.filter(pk=debit.pk).update(balance=F("balance") - amount)
-                Account.objects.filter(pk=credit.pk).update(balance=F("balance") + amount)
-                return LedgerEntry.objects.create(
-                    project=ctx.project,
-                    idempotency_key=key,
-                    debit=debit,
-                    credit=credit,
-                    amount=amount,
-                )
-        except IntegrityError as exc:
-            # Either another executor applied this key first (the effect exists exactly
-            # once) or the ledger's own constraints refused the transfer.
-            applied = LedgerEntry.objects.filter(idempotency_key=key).first()
-            if applied is None:
-                raise ExecutionFailed(f"the ledger refused the transfer: {exc}") from None
-            return applied
+            return _apply(ctx, source, target, amount, key, floor)
+        except OperationalError as error:
+            conflict = getattr(error.__cause__, "sqlstate", None) in CONFLICTS
+            if not conflict or attempt == CONFLICT_RETRIES:
+                raise
+        time.sleep(random.uniform(0.01, 0.05) * attempt)
+        attempt += 1
+
+
+def _apply(ctx, source, target, amount, key, floor) -> LedgerEntry:
+    existing = LedgerEntry.objects.filter(idempotency_key=key).first()
+    if existing:
+        return existing
+    try:
+        with transaction.atomic():
+            accounts = {
+                account.name: account
+                for account in Account.objects.select_for_update()
+                .filter(project=ctx.project, name__in=[source, target])
+                .order_by("pk")
+            }
+            if set(accounts) != {source, target}:
+                raise NotApplied(f"the accounts {source!r} and {target!r} are not both here")
+            debit, credit = accounts[source], accounts[target]
+            refusal = shortfall(debit.balance, amount, floor)
+            if refusal:
+                raise NotApplied(f"{source} {refusal}")
+            Account.objects.filter(pk=debit.pk).update(balance=F("balance") - amount)
+            Account.objects.filter(pk=credit.pk).update(balance=F("balance") + amount)
+            return LedgerEntry.objects.create(
+                project=ctx.project, idempotency_key=key, debit=debit, credit=credit, amount=amount
+            )
+    except IntegrityError as exc:
+        # Either this key was applied concurrently (the effect exists exactly once) or
+        # the ledger's own constraints refused the transfer.
+        applied = LedgerEntry.objects.filter(idempotency_key=key).first()
+        if applied is None:
+            raise NotApplied(f"the ledger refused the transfer: {exc}") from None
+        return applied

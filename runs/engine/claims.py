@@ -1,8 +1,10 @@
 """Claiming work: an approved operation, or one whose lease expired mid-way.
 
 A claim takes a lease (owner, expiry) and a new fencing epoch in one short transaction
-and records a checkpoint. Locks are taken run first, then operation — the order every
-other writer uses — so claims cannot deadlock with decisions or cancellations. On
+and records a checkpoint. Lease times are the database's (``runs.clock``): a host whose
+clock runs ahead sees no live lease as expired. Locks are taken run first, then
+operation — the order every other writer uses — so claims cannot deadlock with
+decisions or cancellations. On
 PostgreSQL a run another worker is writing is skipped (``FOR UPDATE SKIP LOCKED``);
 on SQLite the immediate transaction already serialises writers. Either way the
 operation's conditional update on ``version`` lets exactly one claimant win.
@@ -12,9 +14,9 @@ from datetime import datetime, timedelta
 
 from django.db import connection, transaction
 from django.db.models import Q
-from django.utils import timezone
 
 from runs.actors import Actor
+from runs.clock import db_now
 from runs.errors import StaleVersion
 from runs.models import Operation, Run
 from runs.transitions import transition_operation
@@ -43,7 +45,8 @@ def take_lease(
     """Take ``operation`` for execution under a new fencing epoch (returned), leased
     to ``owner`` until ``until``: an approved one goes in flight; one already in flight
     or rolling back whose lease expired is taken over where it stands, recorded as
-    ``operation.lease_taken_over``. Call it inside a transaction holding the run lock."""
+    ``operation.lease_taken_over``. Each claim counts as an attempt. Call it inside a
+    transaction holding the run lock."""
     takeover = operation.status != Operation.Status.APPROVED
     epoch = operation.fencing_epoch + 1
     transition_operation(
@@ -52,14 +55,26 @@ def take_lease(
         event="operation.lease_taken_over" if takeover else "operation.status",
         actor=actor,
         reason=reason,
-        changes={"lease_owner": owner, "lease_expires_at": until, "fencing_epoch": epoch},
-        detail={"lease": {"owner": owner, "epoch": epoch, "expires_at": until.isoformat()}},
+        changes={
+            "lease_owner": owner,
+            "lease_expires_at": until,
+            "fencing_epoch": epoch,
+            "attempts": operation.attempts + 1,
+        },
+        detail={
+            "lease": {
+                "owner": owner,
+                "epoch": epoch,
+                "expires_at": until.isoformat(),
+                "attempt": operation.attempts + 1,
+            }
+        },
     )
     return epoch
 
 
 def claim_next(*, worker: str, lease: timedelta, now: datetime | None = None) -> Operation | None:
-    now = now or timezone.now()
+    now = now or db_now()
     for op_id, run_id in claimable(now).values_list("pk", "run_id")[:CANDIDATES]:
         operation = _claim(op_id, run_id, worker, lease, now)
         if operation is not None:

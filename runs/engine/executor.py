@@ -1,29 +1,49 @@
-"""Driving one claimed operation to its end, in the order that fires an effect exactly
-once (seed 003, "the double executor"):
+"""Driving one claimed operation to its end, so that an approved effect happens at most
+once, and exactly once wherever the target makes that possible (seed 003, "the double
+executor"):
 
-1. intent — the precondition is re-checked against the live target, what undo needs
-   is captured, and the intent is recorded before anything fires;
-2. execute with the idempotency key, outside any transaction;
-3. verify by re-reading the target;
-4. record committed — or verification failed, then the rollback plan.
+1. If an earlier attempt recorded its intent, it may have fired: verify first. Applied
+   → committed. Absent → carry on as a first attempt only if the target makes a late
+   repeat of that earlier attempt harmless (``Action.deduplicates``); otherwise, and
+   whenever the answer is uncertain, the rollback plan (which alerts a person when it
+   cannot see the effect). "Not verified" is never read as "never fired".
+2. Re-check cancel and the precondition, capture what undo needs, and record the intent
+   with the epoch about to fire, in a transaction that is also the last cancel check.
+3. Confirm the lease (this epoch, time left, in the database's clock) and execute with
+   the idempotency key outside any transaction — or, for an effect inside Oversight's
+   database, execute, verify and record the outcome in one transaction under the lease.
+4. Verify: applied → committed. Refused by the target (``NotApplied``), or absent
+   although the target answered → failed: the effect did not happen, nothing is rolled
+   back. Anything else → verify_failed, then the rollback plan.
 
-A worker resuming an operation whose intent was recorded verifies first: if the effect
-is there it records it without firing again. Every record is a conditional update on
-the version the claim returned, so a worker whose lease was taken over records
-nothing (``StaleVersion``) and stops.
+A heartbeat renews the lease while the action runs; a worker that loses it fires
+nothing further and records nothing (``LeaseLost``, ``StaleVersion``). An unexpected
+error is recorded and retried by a later attempt after a backoff; after
+``OVERSIGHT_MAX_ATTEMPTS`` the operation ends failed (before its intent) or takes the
+rollback plan (after it), so a poison operation cannot loop forever.
 """
 
 import logging
+from contextlib import nullcontext
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
-from runs.actions.base import Context, PreconditionFailed
+from runs.actions.base import (
+    Context,
+    Effect,
+    NotApplied,
+    NothingToRollBack,
+    PreconditionFailed,
+)
 from runs.actions.registry import get_action, parse_arguments
 from runs.actors import Actor
+from runs.clock import db_now
 from runs.engine.boundaries import EXECUTED, INTENT, ROLLING_BACK, VERIFIED, reach
-from runs.errors import InvalidInput
+from runs.engine.lease import Lease, LeaseLost
+from runs.errors import InvalidInput, StaleVersion
 from runs.models import Operation, Run
 from runs.payloads import MessageKind
 from runs.services.alerts import raise_alert
@@ -32,18 +52,31 @@ from runs.transitions import ArtifactRef, lock_run, transition_operation
 
 log = logging.getLogger(__name__)
 Status = Operation.Status
+# Still this worker's to record: the lease ends with anything else.
+HELD = (Status.IN_FLIGHT, Status.VERIFY_FAILED)
 
 
 class Execution:
-    def __init__(self, operation: Operation, worker: str, lease) -> None:
+    def __init__(self, operation: Operation, worker: str, lease: timedelta) -> None:
         self.op = operation
         self.actor = Actor.worker(worker)
-        self.lease = lease
+        self.lease = Lease(operation, lease)
         self.action = get_action(operation.action)
         self.key = operation.idempotency_key
-        self.ctx = Context(operation=operation, intent=operation.intent or {})
+        self.ctx = Context(operation=operation, intent=operation.intent or {}, lease=self.lease)
 
     def run(self) -> None:
+        """Drive the operation as far as this worker can; never raises for the
+        operation's own failures (those are recorded), only for losing it."""
+        with self.lease.kept():
+            try:
+                self._drive()
+            except (LeaseLost, StaleVersion):
+                raise
+            except Exception as error:
+                self._attempt_failed(error)
+
+    def _drive(self) -> None:
         if self.action is None:
             return self._unusable(f"no registered action is named {self.op.action!r}")
         try:
@@ -51,52 +84,107 @@ class Execution:
         except InvalidInput as error:
             return self._unusable(f"the approved arguments no longer fit the action: {error}")
         if self.op.status == Status.VERIFY_FAILED:
-            return self._roll_back("resumed after a crash during rollback")
-        if self.op.intent is not None and self._verify():
-            return self._record(
-                Status.COMMITTED,
-                "verified on resume: the effect was already there",
-                result={"verified": True, "recovered": True},
-            )
+            return self._roll_back("resumed after an interrupted rollback")
+        if self.op.intent is not None and not self._absent_for_good():
+            return
         if self._cancelled():
             return self._record(Status.CANCELLED, "run cancelled before the effect fired")
         try:
             self.action.precondition(self.args, self.ctx)
         except PreconditionFailed as error:
-            return self._precondition_failed(str(error))
-        self._record_intent(self.action.snapshot(self.args, self.ctx))
-        reach(INTENT, self.op)
-        if self._cancelled():
-            return self._record(Status.CANCELLED, "run cancelled before the effect fired")
-        self._execute_and_verify()
+            return self._not_executed(Status.PRECONDITION_FAILED, str(error))
+        if self._record_intent(self.action.snapshot(self.args, self.ctx)):
+            reach(INTENT, self.op)
+            self._fire()
 
-    def _execute_and_verify(self) -> None:
-        result, error = None, ""
+    def _absent_for_good(self) -> bool:
+        """An earlier attempt recorded its intent. Settle what verification shows, or
+        say the effect is absent and no earlier attempt can still make it appear."""
+        effect = self._verify()
+        if effect == Effect.APPLIED:
+            self._record(
+                Status.COMMITTED,
+                "verified on resume: the effect was already there",
+                result={"verified": True, "effect": effect, "recovered": True},
+            )
+            return False
+        if effect == Effect.UNCERTAIN:
+            self._uncertain("on resume, verification cannot tell whether the effect happened")
+            return False
+        if not self.action.deduplicates(self.args):
+            self._uncertain(
+                "on resume the effect is not there, but the earlier attempt may still fire "
+                "it and the target does not deduplicate: firing again could make it twice"
+            )
+            return False
+        return True
+
+    def _fire(self) -> None:
+        if self.action.in_database:
+            return self._fire_in_database()
+        self.lease.confirm()
+        output, refusal, error = None, "", ""
         try:
-            result = self.action.execute(self.args, self.key, self.ctx)
+            output = self.action.execute(self.args, self.key, self.ctx)
+        except NotApplied as exc:
+            refusal = str(exc)
+        except LeaseLost:
+            raise
         except Exception as exc:  # The effect may still have happened: verify decides.
             error = f"{type(exc).__name__}: {exc}"
         reach(EXECUTED, self.op)
-        verified = self._verify()
+        effect = self._verify()
         reach(VERIFIED, self.op)
-        if verified:
-            return self._record(
-                Status.COMMITTED,
-                "executed and verified",
-                result={"verified": True, "output": result},
+        if self._settle(effect, output, refusal, error) == Status.VERIFY_FAILED:
+            self._roll_back(self.op.status_reason)
+
+    def _fire_in_database(self) -> None:
+        """The effect and its record commit together, under the run lock and only while
+        this epoch holds the lease: exactly once by construction."""
+        with transaction.atomic():
+            self.lease.confirm()
+            output, refusal = None, ""
+            try:
+                with transaction.atomic():
+                    output = self.action.execute(self.args, self.key, self.ctx)
+            except NotApplied as exc:
+                refusal = str(exc)
+            reach(EXECUTED, self.op)
+            effect = Effect.ABSENT if refusal else self._verify()
+            reach(VERIFIED, self.op)
+            settled = self._settle(effect, output, refusal, "")
+        if settled == Status.VERIFY_FAILED:
+            self._roll_back(self.op.status_reason)
+
+    def _settle(self, effect: Effect, output: Any, refusal: str, error: str) -> str:
+        """Record what the attempt achieved; returns the status recorded."""
+        if effect == Effect.APPLIED:
+            result = {"verified": True, "effect": effect, "output": output}
+            self._record(Status.COMMITTED, "executed and verified", result=result)
+        elif refusal or (effect == Effect.ABSENT and not error):
+            why = refusal or "the target answered, but verification shows no effect"
+            result = {"verified": False, "effect": Effect.ABSENT, "error": why}
+            self._record(Status.FAILED, f"the effect did not happen: {why}", result=result)
+        else:
+            why = error or "verification cannot confirm the effect as approved"
+            self._record(
+                Status.VERIFY_FAILED,
+                why,
+                result={"verified": False, "effect": Effect.UNCERTAIN, "error": why},
             )
-        why = error or "verification found the effect missing"
-        self._record(Status.VERIFY_FAILED, why, result={"verified": False, "error": why})
+        return self.op.status
+
+    def _verify(self) -> Effect:
+        return Effect.of(self.action.verify(self.args, self.key, self.ctx))
+
+    def _uncertain(self, why: str) -> None:
+        result = {"verified": False, "effect": Effect.UNCERTAIN, "error": why}
+        self._record(Status.VERIFY_FAILED, why, result=result)
         self._roll_back(why)
 
-    def _verify(self) -> bool:
-        try:
-            return bool(self.action.verify(self.args, self.key, self.ctx))
-        except Exception as exc:
-            log.warning("verification of operation %s raised %r", self.op.pk, exc)
-            return False
-
     def _roll_back(self, why: str) -> None:
+        """Undo or compensate, fenced like the effect itself; a step that cannot see the
+        forward effect, or fails, leaves it to a person (out-of-band alert)."""
         reach(ROLLING_BACK, self.op)
         kind = self.op.rollback_kind
         steps = {
@@ -109,36 +197,81 @@ class Execution:
                 f"verification failed ({why}); rollback is {plan}: a person must reconcile"
             )
         step, outcome = steps[kind]
+        done = f"verification failed ({why}); {kind} rollback done"
+        in_database = self.action.in_database
         try:
-            step(self.args, self.key, self.ctx)
+            with transaction.atomic() if in_database else nullcontext():
+                self.lease.confirm()
+                step(self.args, self.key, self.ctx)
+                if in_database:  # The reversal and its record commit together.
+                    self._record(outcome, done)
+        except (LeaseLost, StaleVersion):
+            raise
+        except NothingToRollBack as nothing:
+            return self._alert(f"verification failed ({why}); nothing was rolled back: {nothing}")
         except Exception as exc:
             return self._alert(f"verification failed ({why}) and the {kind} rollback failed: {exc}")
-        self._record(outcome, f"verification failed ({why}); {kind} rollback done")
+        if not in_database:
+            self._record(outcome, done)
+
+    def _attempt_failed(self, error: Exception) -> None:
+        """An unexpected error: retried by a later attempt after a backoff, until the
+        attempt budget is spent."""
+        why = f"{type(error).__name__}: {error}"
+        log.warning("operation %s, attempt %s: %s", self.op.pk, self.op.attempts, why)
+        self.op.refresh_from_db()
+        if self.op.status not in HELD or self.op.fencing_epoch != self.lease.epoch:
+            return  # Recorded meanwhile, or no longer ours.
+        if self.op.attempts < settings.OVERSIGHT_MAX_ATTEMPTS:
+            backoff = min(self.lease.length, timedelta(seconds=2**self.op.attempts))
+            return self._record(
+                self.op.status,
+                f"attempt {self.op.attempts} failed: {why}; retried in {backoff.seconds} s",
+                event="operation.attempt_failed",
+                changes={"lease_expires_at": db_now() + backoff},
+            )
+        gave_up = f"gave up after {self.op.attempts} attempts: {why}"
+        if self.op.intent is None:
+            return self._not_executed(Status.FAILED, gave_up)
+        if self.op.status == Status.IN_FLIGHT:
+            return self._uncertain(gave_up)
+        self._alert(gave_up)
 
     def _unusable(self, why: str) -> None:
         """The action cannot run here. Before any intent nothing can have fired; after
         one, the effect is uncertain and cannot be verified: a person must look."""
         if self.op.intent is None:
-            return self._precondition_failed(why)
-        self._record(Status.VERIFY_FAILED, why, result={"verified": False, "error": why})
+            return self._not_executed(Status.PRECONDITION_FAILED, why)
+        result = {"verified": False, "effect": Effect.UNCERTAIN, "error": why}
+        self._record(Status.VERIFY_FAILED, why, result=result)
         self._alert(f"cannot verify or roll back: {why}")
 
     def _cancelled(self) -> bool:
         return Run.objects.filter(pk=self.op.run_id, cancel_requested=True).exists()
 
-    def _record_intent(self, snapshot: dict) -> None:
+    @transaction.atomic
+    def _record_intent(self, snapshot: dict) -> bool:
+        """Record the intent, unless the run was cancelled: under the run lock, this is
+        the last cancel check before the effect fires."""
+        if lock_run(self.op.run_id).cancel_requested:
+            self._record(Status.CANCELLED, "run cancelled before the effect fired")
+            return False
         self.ctx.intent = snapshot
         self._record(
             Status.IN_FLIGHT,
             "precondition holds; executing",
             event="operation.intent",
-            changes={"intent": snapshot, "lease_expires_at": timezone.now() + self.lease},
+            changes={"intent": snapshot, "lease_expires_at": db_now() + self.lease.length},
+            detail={"attempt": {"epoch": self.lease.epoch, "number": self.op.attempts}},
             artifacts=[ArtifactRef(name, a) for name, a in self.ctx.artifacts.items()],
         )
+        return True
 
     @transaction.atomic
-    def _precondition_failed(self, why: str) -> None:
-        self._record(Status.PRECONDITION_FAILED, why, result={"precondition_failed": why})
+    def _not_executed(self, status: str, why: str) -> None:
+        """End without the effect (precondition failed, or gave up before the intent)
+        and tell the run why."""
+        self._record(status, why, result={status: why})
         run = lock_run(self.op.run_id)
         if run.is_terminal:
             return
@@ -165,15 +298,16 @@ class Execution:
         result: Any = None,
         event: str = "operation.status",
         changes: dict | None = None,
+        detail: dict | None = None,
         artifacts=(),
     ) -> None:
         fields = dict(changes or {})
         if result is not None:
             fields["result"] = result
             fields["status_reason"] = reason
-        if to not in (Status.IN_FLIGHT, Status.VERIFY_FAILED):
+        if to not in HELD:
             fields["lease_expires_at"] = None
-        detail = {"observation": result} if result is not None else None
+        detail = {**(detail or {}), **({"observation": result} if result is not None else {})}
         transition_operation(
             operation=self.op,
             to=to,
@@ -181,6 +315,6 @@ class Execution:
             reason=reason,
             event=event,
             changes=fields,
-            detail=detail,
+            detail=detail or None,
             artifacts=artifacts,
         )

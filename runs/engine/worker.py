@@ -15,6 +15,7 @@ from runs.engine.boundaries import CLAIMED, reach
 from runs.engine.claims import claim_next
 from runs.engine.deliveries import deliver_due
 from runs.engine.executor import Execution
+from runs.engine.lease import LeaseLost
 from runs.engine.notifications import notify_reviewers
 from runs.errors import StaleVersion
 from runs.services.decisions import expire_due_operations
@@ -44,9 +45,13 @@ class Worker:
         reach(CLAIMED, operation)
         try:
             Execution(operation, self.name, self.lease).run()
-        except StaleVersion:
-            # Our lease was taken over: the new holder owns the operation now.
-            log.warning("%s lost operation %s to another worker", self.name, operation.pk)
+        except (LeaseLost, StaleVersion) as lost:
+            # Our lease lapsed or was taken over: the new holder owns the operation now.
+            log.warning("%s lost operation %s: %s", self.name, operation.pk, lost)
+        except Exception:
+            # Not even the failure could be recorded (the database went away?): the
+            # lease lapses and a later attempt resumes; the worker goes on.
+            log.exception("%s: operation %s", self.name, operation.pk)
         return True
 
     def drain(self) -> None:

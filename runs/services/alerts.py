@@ -27,7 +27,7 @@ def raise_alert(*, operation: Operation, actor: Actor, summary: str, state_left:
         changes={
             "status_reason": summary,
             "lease_expires_at": None,
-            "result": {"verified": False, "alerted": summary},
+            "result": {"verified": False, "effect": "uncertain", "alerted": summary},
         },
     )
     alert = Alert.objects.create(

@@ -23,6 +23,9 @@ from runs.models.artifacts import blob_path
 from runs.services.runs import require_open
 from runs.transitions import ArtifactRef, record_run_event
 
+# The prefix of a file being written; a killed writer leaves one behind.
+INCOMING = ".incoming-"
+
 
 def store_artifact(content: bytes, media_type: str = "application/octet-stream") -> Artifact:
     """Write ``content`` to durable storage (if not already there) and record it."""
@@ -48,7 +51,7 @@ def write_durably(path: Path, content: bytes) -> None:
     """Replace ``path`` with ``content`` all at once, durably: a temp file in the same
     folder, fsync, atomic rename, fsync the folder. Readers see old or new, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".incoming-")
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=INCOMING)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(content)

@@ -9,11 +9,11 @@ decision and has not expired; a second approval comes from a different person.
 from datetime import datetime
 
 from django.db import transaction
-from django.utils import timezone
 
 from runs.actions.registry import check_proposal
 from runs.actors import Actor
 from runs.canonical import json_hash
+from runs.clock import db_now
 from runs.errors import ArgumentsChanged, DecisionRefused, InvalidInput, OperationExpired
 from runs.models import Decision, Operation
 from runs.permissions import require_project_perm
@@ -49,7 +49,7 @@ def decide(
             raise InvalidInput("arguments: an edit needs the new arguments as a JSON object")
         check_proposal(operation.action, arguments, operation.rollback_kind)
     require_project_perm(reviewer, operation.project, "decide_operation")
-    now = now or timezone.now()
+    now = now or db_now()
     if expire_if_due(operation, now):
         raise OperationExpired(f"operation {operation.pk} expired before this decision")
     return _record_decision(operation, reviewer, kind, arguments_hash, comment, arguments, now)
@@ -212,8 +212,9 @@ def _lapse_reason(operation: Operation, now: datetime) -> str | None:
 
 
 def expire_due_operations(now: datetime | None = None) -> int:
-    """Expire every operation past its deadline, each in its own short transaction."""
-    now = now or timezone.now()
+    """Expire every operation past its deadline (in the database's time), each in its
+    own short transaction."""
+    now = now or db_now()
     due = Operation.objects.filter(
         status=Operation.Status.PROPOSED, expires_at__lte=now
     ) | Operation.objects.filter(status=Operation.Status.APPROVED, approval_expires_at__lte=now)

@@ -4,11 +4,11 @@ import uuid
 from datetime import datetime
 
 from django.db import transaction
-from django.utils import timezone
 
 from runs.actions.registry import check_proposal
 from runs.actors import Actor
 from runs.canonical import json_hash
+from runs.clock import db_now
 from runs.errors import ConflictingProposal, InvalidInput, RunNotAccepting, StaleVersion
 from runs.models import Decision, Operation, Run
 from runs.policies import (
@@ -78,7 +78,7 @@ def propose_operation(
             f"proposal based on version {base_version}, but run {current.pk} is at "
             f"version {current.version}: read the run again and re-decide"
         )
-    now = now or timezone.now()
+    now = now or db_now()
     policy = policy_for(current.project, action)
     activate(current, actor)
     operation = Operation.objects.create(

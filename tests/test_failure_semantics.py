@@ -1,0 +1,299 @@
+"""The engine's failure semantics (#10), in process: an effect that did not happen is
+never rolled back (no money invented), a balance floor holds under the lock, a poison
+operation ends instead of looping, and what can never succeed is refused at proposal.
+The defects that need real processes (pauses, crashes, clocks, deadlocks) are in
+test_failure_processes.py."""
+
+import json
+import urllib.request
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from runs.actions.base import Action, Arguments, Context, Effect, NothingToRollBack
+from runs.actions.ledger import LedgerTransfer
+from runs.actions.registry import parse_arguments, registered
+from runs.canonical import sha256_hex
+from runs.engine.boundaries import INTENT
+from runs.errors import InvalidInput
+from runs.models import Account, Alert, LedgerEntry, Operation
+from tests.conftest import http_arguments
+from tests.helpers import decide_on, drained, invariants_hold
+
+Status = Operation.Status
+
+
+def balances() -> dict[str, Decimal]:
+    return dict(Account.objects.values_list("name", "balance"))
+
+
+def set_balance(name: str, balance: str):
+    def do(_op: Operation) -> None:
+        Account.objects.filter(name=name).update(balance=Decimal(balance))
+
+    return do
+
+
+# --- An effect that did not happen is not rolled back ----------------------------------
+
+
+def test_a_refused_transfer_fails_and_is_not_compensated(approved, accounts, at_boundary):
+    """Seed 003's transfer, with A drained between the precondition and the transfer:
+    the transfer is refused, and no compensation sends 100 from B back to A."""
+    Account.objects.filter(name="B").update(balance=Decimal("1000.00"))
+    op = approved("ledger")
+    at_boundary(INTENT, set_balance("A", "50.00"))
+
+    op = drained(op)
+
+    assert op.status == Status.FAILED
+    assert "A holds 50.00, less than the 100.00 to transfer" in op.status_reason
+    assert op.result["effect"] == "absent"
+    assert LedgerEntry.objects.count() == 0
+    assert balances() == {"A": Decimal("50.00"), "B": Decimal("1000.00")}
+    assert invariants_hold()
+
+
+def test_the_balance_floor_is_checked_under_the_lock(approved, accounts, at_boundary):
+    """A concurrent debit leaves A at 500 after the precondition saw 5000: the
+    transfer must not take A below the approved floor of 1000."""
+    op = approved("ledger")
+    at_boundary(INTENT, set_balance("A", "500.00"))
+
+    op = drained(op)
+
+    assert op.status == Status.FAILED
+    assert "A holds 500.00, not more than 1000.00" in op.status_reason
+    assert balances()["A"] == Decimal("500.00")
+
+
+def test_a_call_the_target_refused_fails_and_is_not_compensated(approved, target):
+    """The PUT is refused (404: no such resource): the compensating DELETE must not
+    run, or it would delete the item someone else wrote."""
+    put = urllib.request.Request(
+        f"{target.base}/items/x", data=json.dumps({"colour": "red"}).encode(), method="PUT"
+    )
+    urllib.request.urlopen(put).close()
+    arguments = http_arguments(target.base, compensate=True)
+    arguments["url"] = f"{target.base}/nowhere/x"
+
+    op = drained(approved("http", **arguments))
+
+    assert op.status == Status.FAILED
+    assert "refused: 404" in op.status_reason
+    assert target.applied[f"{op.idempotency_key}:compensate"] == 0
+    assert target.RequestHandlerClass.state.items["x"] == {"colour": "red"}
+
+
+def test_a_file_changed_before_the_write_is_not_written_nor_restored(
+    approved, settings, at_boundary
+):
+    """A colleague edits the file after the precondition passed: the write is refused
+    under the folder's lock, and the colleague's version is neither overwritten nor
+    "restored" away."""
+    path = settings.OVERSIGHT_WORKSPACE / "notes/today.md"
+    path.parent.mkdir(parents=True)
+    path.write_text("previous\n")
+    op = approved("file", expected_sha256=sha256_hex(b"previous\n"))
+    at_boundary(INTENT, lambda _op: path.write_text("the colleague's edit\n"))
+
+    op = drained(op)
+
+    assert op.status == Status.FAILED
+    assert path.read_text() == "the colleague's edit\n"
+
+
+def test_a_write_refused_by_the_target_with_412_is_not_applied(approved, target, at_boundary):
+    """The item changed between the snapshot (its ETag) and the PUT: If-Match makes the
+    target refuse the stale write instead of overwriting the change."""
+
+    def change_item(_op: Operation) -> None:
+        body = json.dumps({"colour": "blue"}).encode()
+        urllib.request.urlopen(
+            urllib.request.Request(f"{target.base}/items/x", data=body, method="PUT")
+        ).close()
+
+    urllib.request.urlopen(
+        urllib.request.Request(
+            f"{target.base}/items/x", data=json.dumps({"colour": "red"}).encode(), method="PUT"
+        )
+    ).close()
+    at_boundary(INTENT, change_item)
+
+    op = drained(approved("http"))
+
+    assert op.status == Status.FAILED
+    assert "refused: 412" in op.status_reason
+    assert target.RequestHandlerClass.state.items["x"] == {"colour": "blue"}
+
+
+def test_an_effect_absent_after_a_target_answered_is_failed_not_rolled_back(
+    approved, settings, at_boundary
+):
+    """A new file removed by someone right after the write: verification sees the
+    folder as before (absent), and nothing is rolled back."""
+    op = approved("file")
+    at_boundary("executed", lambda _op: (settings.OVERSIGHT_WORKSPACE / "notes/today.md").unlink())
+
+    op = drained(op)
+
+    assert op.status == Status.FAILED
+    assert op.result == {
+        "verified": False,
+        "effect": "absent",
+        "error": "the target answered, but verification shows no effect",
+    }
+
+
+def test_compensation_needs_the_forward_entry(propose, accounts):
+    """A rollback step that cannot see the forward effect does nothing: compensating a
+    transfer that never happened would create money."""
+    op = propose("pay", arguments={"from": "A", "to": "B", "amount": "100.00"})
+    action = LedgerTransfer()
+    args = parse_arguments(action, op.arguments)
+
+    with pytest.raises(NothingToRollBack, match="no ledger entry"):
+        action.compensate(args, op.idempotency_key, Context(operation=op))
+
+    assert LedgerEntry.objects.count() == 0
+    assert balances() == {"A": Decimal("5000.00"), "B": Decimal("0.00")}
+
+
+# --- Poison operations end instead of looping ------------------------------------------
+
+
+class Numbered(Arguments):
+    n: int
+
+
+class Poison(Action):
+    """A custom action with a bug: its precondition always raises."""
+
+    name = "test.poison"
+    Arguments = Numbered
+    rollback_kind = Operation.RollbackKind.OUT_OF_BAND
+
+    def precondition(self, args, ctx) -> None:
+        raise RuntimeError("a bug in a custom action")
+
+
+class Unverifiable(Action):
+    """A custom action whose target cannot be read back after it fired."""
+
+    name = "test.unverifiable"
+    Arguments = Numbered
+    rollback_kind = Operation.RollbackKind.OUT_OF_BAND
+    fired = 0
+
+    def execute(self, args, key, ctx) -> dict:
+        Unverifiable.fired += 1
+        return {}
+
+    def verify(self, args, key, ctx) -> Effect:
+        raise ConnectionResetError("the target hung up")
+
+
+@pytest.fixture
+def custom_actions(settings):
+    settings.OVERSIGHT_ACTIONS = [
+        *settings.OVERSIGHT_ACTIONS,
+        "tests.test_failure_semantics.Poison",
+        "tests.test_failure_semantics.Unverifiable",
+    ]
+    registered.cache_clear()
+    Unverifiable.fired = 0
+    yield
+    registered.cache_clear()
+
+
+def lease_lapses(op: Operation) -> None:
+    Operation.objects.filter(pk=op.pk).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+
+
+def test_a_poison_operation_ends_failed_after_its_attempts(
+    custom_actions, propose, reviewer, settings
+):
+    op = propose("poison", action="test.poison", arguments={"n": 1}, rollback_kind="out_of_band")
+    decide_on(op, reviewer)
+
+    for attempt in range(1, settings.OVERSIGHT_MAX_ATTEMPTS):
+        op = drained(op)  # Never raises: runworker --once survives it.
+        assert (op.status, op.attempts) == (Status.IN_FLIGHT, attempt)
+        assert op.checkpoints.filter(event="operation.attempt_failed").count() == attempt
+        lease_lapses(op)
+    op = drained(op)
+
+    assert op.status == Status.FAILED
+    assert op.status_reason == (
+        f"gave up after {settings.OVERSIGHT_MAX_ATTEMPTS} attempts: "
+        "RuntimeError: a bug in a custom action"
+    )
+    (message,) = op.run.messages.filter(kind="system")
+    assert "was not executed: gave up after" in message.payload["text"]
+
+
+def test_an_effect_that_cannot_be_verified_goes_to_a_person_after_its_attempts(
+    custom_actions, propose, reviewer, settings
+):
+    op = propose(
+        "blind", action="test.unverifiable", arguments={"n": 1}, rollback_kind="out_of_band"
+    )
+    decide_on(op, reviewer)
+
+    for _ in range(settings.OVERSIGHT_MAX_ATTEMPTS):
+        op = drained(op)
+        lease_lapses(op)
+
+    assert op.status == Status.ALERTED
+    assert Unverifiable.fired == 1  # Each later attempt verified first; none fired again.
+    assert "ConnectionResetError: the target hung up" in Alert.objects.get(operation=op).summary
+
+
+# --- What can never succeed is refused at proposal -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("action", "arguments", "rollback_kind", "field"),
+    [
+        (
+            "http.request",
+            {"precondition": {"url": "{base}/items/a b"}},
+            "compensating",
+            "arguments.precondition.url",
+        ),
+        ("http.request", {"url": "{base}/items/x\r\nX-Injected: 1"}, "compensating", "url"),
+        ("file.write", {"path": "notes/" + "n" * 300 + ".md"}, "in_band", "arguments.path"),
+        ("file.write", {"path": "notes/.incoming-x"}, "in_band", "arguments.path"),
+        ("ledger.transfer", {"to": "A"}, "compensating", "arguments"),
+        ("email.send", {"subject": "Report\r\nBcc: all@example.com"}, "out_of_band", "subject"),
+    ],
+    ids=[
+        "space-in-url",
+        "crlf-in-url",
+        "name-too-long",
+        "temp-name",
+        "same-account",
+        "crlf-subject",
+    ],
+)
+def test_a_proposal_that_can_never_succeed_is_refused(
+    propose, target, action, arguments, rollback_kind, field
+):
+    base = {
+        "http.request": http_arguments(target.base, compensate=True),
+        "file.write": {"path": "notes/today.md", "content": "x", "expected_sha256": None},
+        "ledger.transfer": {"from": "A", "to": "B", "amount": "1.00"},
+        "email.send": {"to": ["ops@example.com"], "subject": "Report", "body": "Hi."},
+    }[action]
+    given = json.loads(json.dumps({**base, **arguments}).replace("{base}", target.base))
+    if "precondition" in arguments:
+        given["precondition"] = {**arguments["precondition"]}
+        given["precondition"]["url"] = given["precondition"]["url"].replace("{base}", target.base)
+
+    with pytest.raises(InvalidInput, match=field.split(".")[-1]):
+        propose("never", action=action, arguments=given, rollback_kind=rollback_kind)
+    assert not Operation.objects.exists()
