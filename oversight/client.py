@@ -24,7 +24,9 @@ Every mutating request carries an ``Idempotency-Key``; a request that fails on t
 (connection refused or reset, timeout, 502/503/504) is sent again with the same key,
 so the server answers a retry with the first answer instead of acting twice. Error
 answers become typed exceptions (``StaleState``, ``Cancelled``, ``Rejected``…), all
-subclasses of ``OversightError``.
+subclasses of ``OversightError``; so do operations that end without their effect
+(``Failed`` when it did not happen, ``VerificationFailed`` when it could not be
+verified).
 """
 
 import base64
@@ -147,6 +149,11 @@ class PreconditionFailed(OperationEnded):
         return self.detail
 
 
+class Failed(OperationEnded):
+    """The effect did not happen: the target refused it, or verification showed it
+    absent. Nothing was rolled back, since there was nothing to roll back."""
+
+
 class VerificationFailed(OperationEnded):
     """The effect could not be verified. ``outcome`` is what happened next:
     ``rolled_back``, ``compensated``, ``alerted`` (a person must reconcile), or
@@ -162,6 +169,7 @@ ENDED = {
     "expired": Expired,
     "cancelled": Cancelled,
     "precondition_failed": PreconditionFailed,
+    "failed": Failed,
     "rolled_back": VerificationFailed,
     "compensated": VerificationFailed,
     "alerted": VerificationFailed,
@@ -419,8 +427,8 @@ class Oversight:
         """Long-poll until the operation is settled and return it: committed, or (for
         one the agent executes) approved or in flight: ready to claim, or claimed.
 
-        Raises ``Rejected``, ``Expired``, ``Cancelled``, ``PreconditionFailed`` or
-        ``VerificationFailed`` if it ended otherwise, and ``WaitTimedOut`` after
+        Raises ``Rejected``, ``Expired``, ``Cancelled``, ``PreconditionFailed``,
+        ``Failed`` or ``VerificationFailed`` if it ended otherwise, and ``WaitTimedOut`` after
         ``timeout`` seconds (default: wait as long as it takes)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         operation = self.operation(op_id)
@@ -440,26 +448,46 @@ class Oversight:
     def claim(self, op_id: int, lease_seconds: int = 60, executor: str = "") -> dict:
         """Take an approved operation with a lease. The answer's ``epoch`` fences the
         calls below; its ``intent``, if not None, says an earlier executor may have
-        fired the effect (verify before doing it again)."""
+        fired the effect (verify before doing it again); its ``status`` is
+        ``verify_failed`` when that executor's rollback is still due. A cancelled run
+        raises ``Cancelled``, one halted for reconciliation ``Conflict``."""
         body = {"lease_seconds": lease_seconds, "executor": executor}
         return self._request("POST", f"/operations/{op_id}/claim", body)
 
     def record_intent(self, op_id: int, epoch: int, snapshot: dict) -> dict:
-        """Record what is about to be done (and what undo needs) before doing it."""
+        """Record what is about to be done (and what undo needs) before doing it, while
+        the lease holds. Raises ``Cancelled`` once the run is cancelled (the operation
+        is cancelled with it) and ``Conflict`` while it is halted for reconciliation:
+        then do nothing."""
         body = {"epoch": epoch, "snapshot": snapshot}
         return self._request("POST", f"/operations/{op_id}/intent", body)
 
     def report(
-        self, op_id: int, epoch: int, *, verified: bool, output: Any = None, error: str = ""
+        self,
+        op_id: int,
+        epoch: int,
+        *,
+        effect: str | None = None,
+        verified: bool | None = None,
+        output: Any = None,
+        error: str = "",
     ) -> dict:
-        """Report the outcome: committed if ``verified``, else a verification failure
-        (follow it with ``roll_back``)."""
-        body = {"epoch": epoch, "verified": verified, "output": output, "error": error}
+        """Report what verification showed, after the intent and while the lease holds.
+        ``effect`` is ``applied`` (committed), ``absent`` (ended failed: the effect did
+        not happen and cannot happen later; nothing to roll back) or ``uncertain`` (a
+        verification failure: follow it with ``roll_back``). ``verified`` is the older
+        form: True for applied, False for uncertain."""
+        body = {"epoch": epoch, "output": output, "error": error}
+        if effect is not None:
+            body["effect"] = effect
+        if verified is not None:
+            body["verified"] = verified
         return self._request("POST", f"/operations/{op_id}/report", body)
 
     def roll_back(self, op_id: int, epoch: int, outcome: str, detail: str = "") -> dict:
         """After a verification failure: ``rolled_back`` or ``compensated`` once undone,
-        or ``alert`` to halt the run until a person reconciles it."""
+        or ``alert`` to halt the run until a person reconciles it. Report it before the
+        lease lapses long: an operation left verify_failed is alerted by the server."""
         body = {"epoch": epoch, "outcome": outcome, "detail": detail}
         return self._request("POST", f"/operations/{op_id}/rollback", body)
 
@@ -493,7 +521,7 @@ class Oversight:
         action: str,
         rollback_kind: str,
         risk: str = "medium",
-        verify: Callable[[dict, str], bool] | None = None,
+        verify: Callable[[dict, str], bool | str] | None = None,
         undo: Callable[[dict, str], Any] | None = None,
         executor: str = "",
         lease_seconds: int = 60,
@@ -507,20 +535,33 @@ class Oversight:
 
         Otherwise (an action the server does not know) the agent executes it: the
         operation is claimed (``executor`` names who, in the audit trail; default the
-        token's name), then ``fn(**arguments, idempotency_key=key)`` runs with the
-        approved arguments (a reviewer may have edited them) and ``verify(arguments,
-        key)`` re-reads the target. A verified effect is reported and ``fn``'s return
-        value (JSON) returned. An unverified one (or ``fn`` raising) is undone with
-        ``undo(arguments, key)`` if given, else an alert halts the run for a person,
-        and ``VerificationFailed`` is raised. Agent-executed tools need ``verify``.
+        token's name), its intent recorded, then ``fn(**arguments,
+        idempotency_key=key)`` runs with the approved arguments (a reviewer may have
+        edited them) and ``verify(arguments, key)`` re-reads the target, whether ``fn``
+        returned or raised. ``verify`` answers ``"applied"``, ``"absent"`` (the effect
+        did not happen and cannot happen later; a call that timed out and may still
+        land is uncertain) or ``"uncertain"``; True means applied, False uncertain.
+
+        - applied: reported, and ``fn``'s return value (JSON) returned (None if ``fn``
+          raised: the effect is there all the same);
+        - absent: reported, and ``Failed`` raised: nothing is undone, nothing was done;
+        - uncertain: reported, then undone with ``undo(arguments, key)`` if given, else
+          an alert halts the run for a person, and ``VerificationFailed`` raised.
+
+        Agent-executed tools need ``verify``. The lease (``lease_seconds``) must outlast
+        ``fn`` and ``verify``: a report after it lapsed is refused (``StaleState``), and
+        the next call with the same call_id takes over and verifies.
 
         Calling again with the same run_id and call_id never repeats an effect: a
         committed operation returns its stored result without calling ``fn``, and if
         an earlier attempt recorded its intent (and may have fired the effect) before
-        it was interrupted, ``verify`` is asked first (the call then returns None: the
-        earlier ``fn``'s value is lost); if that attempt's lease still holds, the call
-        waits for it to lapse. If ``verify`` raises, the operation stays in flight for
-        such a later call.
+        it was interrupted, ``verify`` is asked first: applied commits (the call then
+        returns None: the earlier ``fn``'s value is lost), absent runs ``fn`` again
+        under the same idempotency key, uncertain goes to the rollback plan as above.
+        If that attempt's lease still holds, the call waits for it to lapse. If
+        ``verify`` raises, the operation stays in flight for such a later call; if no
+        call comes, the server alerts a person once the lease has lapsed for
+        ``OVERSIGHT_AGENT_GRACE_SECONDS``.
         """
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -565,6 +606,18 @@ def stored_output(operation: dict) -> Any:
     return result
 
 
+EFFECTS = ("applied", "absent", "uncertain")
+
+
+def effect_of(answer: Any) -> str:
+    """A ``verify`` answer as one of ``EFFECTS``: True is applied, False uncertain."""
+    if isinstance(answer, bool):
+        return "applied" if answer else "uncertain"
+    if answer in EFFECTS:
+        return str(answer)
+    raise TypeError(f"verify must answer a bool or one of {EFFECTS}, not {answer!r}")
+
+
 @dataclass(frozen=True)
 class Execution:
     """Carrying out one claimed agent-executed operation."""
@@ -573,7 +626,7 @@ class Execution:
     operation: dict
     claim: dict
     fn: Callable[..., Any]
-    verify: Callable[[dict, str], bool]
+    verify: Callable[[dict, str], bool | str]
     undo: Callable[[dict, str], Any] | None
 
     @property
@@ -594,27 +647,48 @@ class Execution:
 
     def run(self) -> Any:
         """Verify an earlier attempt first; else record the intent, run, verify, report."""
-        if self.claim["intent"] is not None and self._verified():
-            return self._commit(None)
+        if self.claim.get("status") == "verify_failed":
+            self._roll_back("an earlier attempt could not verify its effect")
+        if self.claim["intent"] is not None:
+            effect = self._verify()
+            if effect == "applied":
+                return self._commit(None)
+            if effect == "uncertain":
+                self._uncertain("on resume, verification cannot tell whether the effect happened")
         self.client.record_intent(self.op_id, self.epoch, {"function": self.fn.__qualname__})
         try:
             output = self.fn(**self.arguments, idempotency_key=self.key)
         except Exception as exc:
-            self._fail(f"{type(exc).__name__}: {exc}", exc)
-        if not self._verified():
-            self._fail(f"{self.fn.__qualname__} ran but its effect could not be verified")
-        return self._commit(output)
+            return self._settle(None, f"{type(exc).__name__}: {exc}", exc)
+        return self._settle(output, "")
 
-    def _verified(self) -> bool:
-        return bool(self.verify(self.arguments, self.key))
+    def _verify(self) -> str:
+        return effect_of(self.verify(self.arguments, self.key))
+
+    def _settle(self, output: Any, error: str, cause: Exception | None = None) -> Any:
+        """Verify and report: commit, or raise ``Failed`` (absent) or, after the
+        rollback plan, ``VerificationFailed`` (uncertain)."""
+        effect = self._verify()
+        if effect == "applied":
+            return self._commit(output)
+        name = self.fn.__qualname__
+        if effect == "absent":
+            why = error or f"{name} ran but its effect is not there"
+            ended = self.client.report(self.op_id, self.epoch, effect="absent", error=why[:4000])
+            raise Failed.of(ended) from cause
+        self._uncertain(error or f"{name} ran but its effect could not be verified", cause)
 
     def _commit(self, output: Any) -> Any:
-        self.client.report(self.op_id, self.epoch, verified=True, output=output)
+        self.client.report(self.op_id, self.epoch, effect="applied", output=output)
         return output
 
-    def _fail(self, error: str, cause: Exception | None = None) -> NoReturn:
-        """Report the failure, undo the effect (or ask for an alert), and raise."""
-        self.client.report(self.op_id, self.epoch, verified=False, error=error[:4000])
+    def _uncertain(self, error: str, cause: Exception | None = None) -> NoReturn:
+        """Report an uncertain effect, then follow the rollback plan."""
+        self.client.report(self.op_id, self.epoch, effect="uncertain", error=error[:4000])
+        self._roll_back(error, cause)
+
+    def _roll_back(self, error: str, cause: Exception | None = None) -> NoReturn:
+        """Undo the effect (or ask for an alert), and raise ``VerificationFailed``."""
         outcome, detail = self._undo(error)
         ended = self.client.roll_back(self.op_id, self.epoch, outcome, detail[:4000])
         raise VerificationFailed.of(ended) from cause

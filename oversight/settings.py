@@ -177,6 +177,8 @@ OVERSIGHT_HTTP_TIMEOUT = env_int("OVERSIGHT_HTTP_TIMEOUT_SECONDS", 10, minimum=1
 OVERSIGHT_EMAIL_ALLOWED_DOMAINS = env_list("OVERSIGHT_EMAIL_ALLOWED_DOMAINS")
 # A worker's claim on an operation; must exceed the slowest action's run time.
 OVERSIGHT_LEASE_SECONDS = env_int("OVERSIGHT_LEASE_SECONDS", 60, minimum=1)
+# How long after an agent's lease lapsed before its operation is settled (failed, or alerted).
+OVERSIGHT_AGENT_GRACE_SECONDS = env_int("OVERSIGHT_AGENT_GRACE_SECONDS", 300, minimum=1)
 # Attempts (claims) an operation gets when it keeps failing unexpectedly (a bug, a
 # target that cannot be reached) before it ends failed, or goes to its rollback plan.
 OVERSIGHT_MAX_ATTEMPTS = env_int("OVERSIGHT_MAX_ATTEMPTS", 3, minimum=1)

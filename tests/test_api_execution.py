@@ -4,11 +4,14 @@ verification, or the rollback plan / an alert."""
 
 import time
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 from django.utils import timezone
 
-from runs.models import Alert, Operation
+from runs.api import endpoints
+from runs.clock import db_now
+from runs.models import Alert, Operation, Run
 from runs.services.runs import cancel_run
 from tests.api_helpers import agent_proposal, problem
 from tests.conftest import AGENT
@@ -41,6 +44,37 @@ def claimed(api, op: Operation, **body) -> dict:
 def status_of(op: Operation) -> str:
     op.refresh_from_db()
     return op.status
+
+
+def intended(api, op: Operation, epoch: int = 1) -> None:
+    response = step(api, op, "intent", {"epoch": epoch, "snapshot": {"remote_head": "abc123"}})
+    assert response.status_code == 200, response.content
+
+
+def lapse(op: Operation, seconds: int = 1) -> None:
+    """Move the operation's lease ``seconds`` into the past, in the database's clock."""
+    Operation.objects.filter(pk=op.pk).update(
+        lease_expires_at=db_now() - timedelta(seconds=seconds)
+    )
+
+
+@pytest.fixture
+def halt(api, run, reviewer):
+    """``halt()``: another agent operation of the run ends in an alert, which halts the
+    run for reconciliation."""
+
+    def halt_run() -> Alert:
+        other = Operation.objects.get(pk=api.propose(run.pk, agent_proposal("push-2")).json()["id"])
+        decide_on(other, reviewer)
+        epoch = claimed(api, other)["epoch"]
+        intended(api, other, epoch)
+        step(api, other, "report", {"epoch": epoch, "effect": "uncertain"})
+        step(api, other, "rollback", {"epoch": epoch, "outcome": "alert", "detail": "look"})
+        run.refresh_from_db()
+        assert (run.status, run.reason) == ("waiting", "reconciliation")
+        return Alert.objects.get(operation=other)
+
+    return halt_run
 
 
 # --- claiming ------------------------------------------------------------------------------
@@ -109,8 +143,50 @@ def test_a_rejected_operation_cannot_be_claimed(api, run, reviewer):
 
 def test_an_operation_of_a_cancelled_run_cannot_be_claimed(api, run, push):
     cancel_run(run=run, actor=AGENT, reason="stop")
-    problem(step(api, push, "claim"), 409)
+    assert problem(step(api, push, "claim"), 409)["error"] == "run_closed"
     assert status_of(push) == "cancelled"
+
+
+def test_a_cancelled_run_takes_no_takeover_of_an_operation_in_flight(api, run, push):
+    claimed(api, push)
+    intended(api, push)
+    cancel_run(run=run, actor=AGENT, reason="stop")
+    lapse(push)
+    before = stored()
+    body = problem(step(api, push, "claim", {"executor": "second"}), 409)
+    assert (body["error"], body["detail"]) == ("run_closed", f"run {run.pk} is cancelled")
+    assert stored() == before
+    push.refresh_from_db()
+    assert (push.status, push.fencing_epoch) == ("in_flight", 1)
+
+
+def test_a_run_halted_for_reconciliation_takes_no_claim(api, push, halt):
+    halt()
+    before = stored()
+    assert problem(step(api, push, "claim"), 409)["error"] == "run_not_accepting"
+    assert stored() == before
+    assert status_of(push) == "approved"
+
+
+def test_a_run_halted_for_reconciliation_takes_no_takeover(api, push, halt):
+    claimed(api, push)
+    intended(api, push)
+    halt()
+    lapse(push)
+    assert problem(step(api, push, "claim"), 409)["error"] == "run_not_accepting"
+    push.refresh_from_db()
+    assert (push.status, push.fencing_epoch) == ("in_flight", 1)
+
+
+def test_a_live_lease_is_held_in_the_database_clock(api, push, monkeypatch):
+    """A web process whose clock runs two hours ahead still sees the lease as held."""
+    claimed(api, push, lease_seconds=60)
+    ahead = SimpleNamespace(now=lambda: timezone.now() + timedelta(hours=2))
+    monkeypatch.setattr(endpoints, "timezone", ahead)
+    assert problem(step(api, push, "claim"), 409)["error"] == "stale_version"
+    push.refresh_from_db()
+    assert push.fencing_epoch == 1
+    assert timedelta(seconds=55) < push.lease_expires_at - db_now() <= timedelta(seconds=60)
 
 
 def test_a_lapsed_approval_cannot_be_claimed(api, push):
@@ -122,6 +198,51 @@ def test_a_lapsed_approval_cannot_be_claimed(api, push):
 
 
 # --- intent and report --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", [None, "intent-1"])
+def test_an_intent_after_cancel_is_refused_and_the_operation_cancelled(api, run, push, key):
+    """It never fired: it is cancelled in the same request, even though the request is
+    refused (and, with an Idempotency-Key, its 409 is stored with that write)."""
+    claimed(api, push)
+    cancel_run(run=run, actor=AGENT, reason="stop")
+    response = api.post(f"/operations/{push.pk}/intent", {"epoch": 1, "snapshot": {}}, key=key)
+    assert problem(response, 409)["error"] == "run_closed"
+    push.refresh_from_db()
+    assert (push.status, push.intent, push.lease_expires_at) == ("cancelled", None, None)
+    assert push.result == {"cancelled": "run cancelled before the effect fired"}
+    assert push.checkpoints.filter(from_status="in_flight", to_status="cancelled").count() == 1
+
+
+def test_a_second_intent_after_cancel_is_refused_and_keeps_the_first(api, run, push):
+    claimed(api, push)
+    intended(api, push)
+    cancel_run(run=run, actor=AGENT, reason="stop")
+    before = stored()
+    problem(step(api, push, "intent", {"epoch": 1, "snapshot": {"again": True}}), 409)
+    assert stored() == before
+    push.refresh_from_db()
+    assert (push.status, push.intent) == ("in_flight", {"remote_head": "abc123"})
+
+
+def test_an_intent_while_halted_for_reconciliation_is_refused(api, push, halt):
+    claimed(api, push)
+    halt()
+    before = stored()
+    assert problem(step(api, push, "intent", {"epoch": 1}), 409)["error"] == "run_not_accepting"
+    assert stored() == before
+    push.refresh_from_db()
+    assert (push.status, push.intent) == ("in_flight", None)
+
+
+def test_an_intent_after_the_lease_lapsed_is_refused(api, push):
+    claimed(api, push)
+    lapse(push)
+    before = stored()
+    body = problem(step(api, push, "intent", {"epoch": 1}), 409)
+    assert body["error"] == "stale_version"
+    assert "lapsed" in body["detail"]
+    assert stored() == before
 
 
 def test_intent_is_recorded_before_the_effect(api, push):
@@ -140,7 +261,12 @@ def test_a_verified_report_commits(api, push):
     assert response.status_code == 200
     body = response.json()
     assert body["status"] == "committed"
-    assert body["result"] == {"verified": True, "output": {"head": "def"}, "error": ""}
+    assert body["result"] == {
+        "verified": True,
+        "effect": "applied",
+        "output": {"head": "def"},
+        "error": "",
+    }
     push.refresh_from_db()
     assert (push.status, push.lease_expires_at) == ("committed", None)
     assert push.run.checkpoints.filter(operation=push, to_status="committed").exists()
@@ -148,6 +274,7 @@ def test_a_verified_report_commits(api, push):
 
 def test_an_unverified_report_is_a_verification_failure(api, push):
     claimed(api, push)
+    intended(api, push)
     response = step(api, push, "report", {"epoch": 1, "verified": False, "error": "head moved"})
     assert response.status_code == 200
     assert (response.json()["status"], response.json()["status_reason"]) == (
@@ -157,10 +284,117 @@ def test_an_unverified_report_is_a_verification_failure(api, push):
     assert status_of(push) == "verify_failed"
 
 
+def test_an_absent_effect_ends_the_operation_failed(api, run, push):
+    claimed(api, push)
+    intended(api, push)
+    body = {"epoch": 1, "effect": "absent", "error": "the remote refused the push"}
+    response = step(api, push, "report", body)
+    assert response.status_code == 200, response.content
+    assert (
+        response.json()["status_reason"] == "the effect did not happen: the remote refused the push"
+    )
+    push.refresh_from_db()
+    assert (push.status, push.lease_expires_at) == ("failed", None)
+    assert push.result == {
+        "verified": False,
+        "effect": "absent",
+        "output": None,
+        "error": "the remote refused the push",
+    }
+    assert not Alert.objects.exists()
+    assert problem(step(api, push, "rollback", {"epoch": 1, "outcome": "rolled_back"}), 409)
+    assert api.post(f"/runs/{run.pk}/finish", {"status": "completed"}).status_code == 200
+
+
+def test_an_uncertain_effect_awaits_the_rollback(api, push):
+    claimed(api, push)
+    intended(api, push)
+    response = step(api, push, "report", {"epoch": 1, "effect": "uncertain"})
+    assert response.status_code == 200, response.content
+    push.refresh_from_db()
+    assert push.status == "verify_failed"
+    assert push.lease_expires_at is not None  # The rollback comes under the same lease.
+    assert push.result["effect"] == "uncertain"
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ({"verified": True}, "committed"),
+        ({"verified": False}, "verify_failed"),
+        ({"effect": "applied", "verified": True}, "committed"),
+        ({"effect": "absent", "verified": False}, "failed"),
+        ({"effect": "uncertain", "verified": False}, "verify_failed"),
+    ],
+)
+def test_verified_is_the_older_form_of_effect(api, push, body, status):
+    claimed(api, push)
+    intended(api, push)
+    assert step(api, push, "report", {"epoch": 1, **body}).status_code == 200
+    assert status_of(push) == status
+
+
+def test_a_report_without_an_intent_is_refused(api, push):
+    claimed(api, push)
+    before = stored()
+    body = problem(step(api, push, "report", {"epoch": 1, "verified": True}), 409)
+    assert "intent" in body["detail"]
+    assert stored() == before
+    assert status_of(push) == "in_flight"
+
+
+def test_after_cancel_a_report_with_no_intent_is_refused(api, run, push):
+    claimed(api, push)
+    cancel_run(run=run, actor=AGENT, reason="stop")
+    problem(step(api, push, "report", {"epoch": 1, "effect": "applied"}), 409)
+    assert status_of(push) == "in_flight"
+
+
+def test_a_report_after_the_lease_lapsed_is_refused(api, push):
+    claimed(api, push)
+    intended(api, push)
+    lapse(push)
+    before = stored()
+    body = problem(step(api, push, "report", {"epoch": 1, "effect": "applied"}), 409)
+    assert (body["error"], "lapsed" in body["detail"]) == ("stale_version", True)
+    assert stored() == before
+
+
+@pytest.mark.parametrize("effect", ["applied", "absent", "uncertain"])
+def test_a_report_after_cancel_is_accepted_when_its_intent_came_first(api, run, push, effect):
+    claimed(api, push)
+    intended(api, push)
+    cancel_run(run=run, actor=AGENT, reason="stop")
+    assert step(api, push, "report", {"epoch": 1, "effect": effect}).status_code == 200
+    assert (
+        status_of(push)
+        == {
+            "applied": "committed",
+            "absent": "failed",
+            "uncertain": "verify_failed",
+        }[effect]
+    )
+
+
+def test_a_report_and_its_rollback_are_accepted_while_halted(api, run, push, halt):
+    claimed(api, push)
+    intended(api, push)
+    halt()
+    assert step(api, push, "report", {"epoch": 1, "effect": "uncertain"}).status_code == 200
+    rollback = {"epoch": 1, "outcome": "rolled_back", "detail": "reverted"}
+    assert step(api, push, "rollback", rollback).status_code == 200
+    assert status_of(push) == "rolled_back"
+    run.refresh_from_db()
+    assert run.reason == "reconciliation"  # Until a person resolves the other alert.
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        ({"epoch": 1}, "verified"),
+        ({"epoch": 1}, "effect"),
+        ({"epoch": 1, "effect": "maybe"}, "effect"),
+        ({"epoch": 1, "effect": "applied", "verified": False}, "verified"),
+        ({"epoch": 1, "effect": "absent", "verified": True}, "verified"),
         ({"epoch": 1, "verified": "probably"}, "verified"),
         ({"verified": True}, "epoch"),
         ({"epoch": 1, "verified": True, "error": "e" * 4001}, "error"),
@@ -198,6 +432,7 @@ def test_a_step_before_the_claim_is_a_conflict(api, push, name):
 
 def test_a_committed_operation_takes_no_second_report(api, push):
     claimed(api, push)
+    intended(api, push)
     step(api, push, "report", {"epoch": 1, "verified": True})
     problem(step(api, push, "report", {"epoch": 1, "verified": False}), 409)
     assert status_of(push) == "committed"
@@ -205,6 +440,7 @@ def test_a_committed_operation_takes_no_second_report(api, push):
 
 def test_a_committed_operation_cannot_be_claimed_again(api, push):
     claimed(api, push)
+    intended(api, push)
     step(api, push, "report", {"epoch": 1, "verified": True})
     problem(step(api, push, "claim"), 409)
 
@@ -215,6 +451,7 @@ def test_a_committed_operation_cannot_be_claimed_again(api, push):
 @pytest.fixture
 def unverified(api, push) -> Operation:
     claimed(api, push)
+    intended(api, push)
     step(api, push, "report", {"epoch": 1, "verified": False, "error": "not there"})
     return push
 
@@ -265,6 +502,16 @@ def test_a_rollback_with_the_wrong_epoch_is_a_conflict(api, unverified):
     assert status_of(unverified) == "verify_failed"
 
 
+def test_a_rollback_is_accepted_after_cancel(api, run, unverified):
+    cancel_run(run=run, actor=AGENT, reason="stop")
+    rollback = {"epoch": 1, "outcome": "alert", "detail": "check the remote"}
+    assert step(api, unverified, "rollback", rollback).status_code == 200
+    assert status_of(unverified) == "alerted"
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+    assert Alert.objects.get().operation == unverified
+
+
 def test_a_rollback_needs_a_verification_failure_first(api, push):
     claimed(api, push)
     problem(step(api, push, "rollback", {"epoch": 1, "outcome": "compensated"}), 409)
@@ -292,3 +539,24 @@ def test_after_the_lease_expires_a_new_claim_takes_over(api, push):
     assert status_of(push) == "in_flight"
     assert step(api, push, "report", {"epoch": 2, "verified": True}).status_code == 200
     assert status_of(push) == "committed"
+
+
+# --- finishing the run ---------------------------------------------------------------------
+
+
+def test_a_run_cannot_finish_over_an_operation_awaiting_its_rollback(api, run, unverified):
+    before = stored()
+    body = problem(api.post(f"/runs/{run.pk}/finish", {"status": "completed"}), 409)
+    assert body["error"] == "run_not_accepting"
+    assert f"{unverified.pk} (verify_failed)" in body["detail"]
+    assert stored() == before
+    step(api, unverified, "rollback", {"epoch": 1, "outcome": "rolled_back"})
+    assert api.post(f"/runs/{run.pk}/finish", {"status": "completed"}).status_code == 200
+    assert Run.objects.get(pk=run.pk).status == "completed"
+
+
+def test_a_run_cannot_finish_over_an_operation_in_flight(api, run, push):
+    claimed(api, push)
+    intended(api, push)
+    body = problem(api.post(f"/runs/{run.pk}/finish", {"status": "partial", "outcome": "x"}), 409)
+    assert f"{push.pk} (in_flight)" in body["detail"]

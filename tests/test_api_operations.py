@@ -174,6 +174,7 @@ def test_a_run_halted_for_reconciliation_takes_no_new_proposals(api, run, review
     op_id = api.propose(run.pk, agent_proposal()).json()["id"]
     decide_on(Operation.objects.get(pk=op_id), reviewer)
     api.post(f"/operations/{op_id}/claim", {})
+    api.post(f"/operations/{op_id}/intent", {"epoch": 1})
     api.post(f"/operations/{op_id}/report", {"epoch": 1, "verified": False})
     api.post(f"/operations/{op_id}/rollback", {"epoch": 1, "outcome": "alert"})
     response = api.propose(run.pk, proposal("call-2"))

@@ -16,7 +16,9 @@ from django.utils import timezone
 from oversight.client import (
     Cancelled,
     Conflict,
+    Execution,
     Expired,
+    Failed,
     InvalidRequest,
     NotFound,
     Oversight,
@@ -29,10 +31,13 @@ from oversight.client import (
     WaitTimedOut,
 )
 from runs.actors import Actor
+from runs.clock import db_now
+from runs.engine.claims import claim_next
 from runs.engine.worker import Worker
 from runs.models import AgentToken, Alert, Decision, Message, Operation, Run
 from runs.services.decisions import expire_if_due
 from runs.services.runs import cancel_run
+from runs.transitions import transition_operation
 from tests.helpers import decide_on
 
 OPEN = ["queued", "running", "waiting"]
@@ -99,6 +104,17 @@ def proposed(ovs: Oversight, run_id: int, call_id: str = "note-1", **arguments) 
 
 def operation(op: dict) -> Operation:
     return Operation.objects.get(pk=op["id"])
+
+
+def approved(ovs: Oversight, run_id: int, reviewer, **arguments) -> dict:
+    op = proposed(ovs, run_id, **arguments)
+    decide_on(operation(op), reviewer)
+    return op
+
+
+def lapse(op: dict) -> None:
+    """The operation's lease lapsed a second ago, in the database's clock."""
+    Operation.objects.filter(pk=op["id"]).update(lease_expires_at=db_now() - timedelta(seconds=1))
 
 
 # --- runs, proposals and decisions -------------------------------------------------------
@@ -215,9 +231,85 @@ def test_resume_reports_the_recovery_case(ovs, run_id, reviewer):
     assert resume.run["id"] == run_id
 
     claim = ovs.claim(op["id"])
+    ovs.record_intent(op["id"], claim["epoch"], {"step": "appending"})
     ovs.report(op["id"], claim["epoch"], verified=True, output={"ok": True})
     assert ovs.resume(run_id).case == "result_and_checkpoint"
     assert [c["event"] for c in ovs.checkpoints(run_id)][-1] == "operation.status"
+
+
+# --- executing an operation step by step ------------------------------------------------
+
+
+def test_a_report_says_what_verification_showed(ovs, run_id, reviewer):
+    op = approved(ovs, run_id, reviewer)
+    claim = ovs.claim(op["id"])
+    with pytest.raises(Conflict):
+        ovs.report(op["id"], claim["epoch"], effect="applied")  # No intent yet.
+    ovs.record_intent(op["id"], claim["epoch"], {})
+    ended = ovs.report(op["id"], claim["epoch"], effect="absent", error="refused")
+    assert (ended["status"], ended["status_reason"]) == (
+        "failed",
+        "the effect did not happen: refused",
+    )
+    with pytest.raises(Failed) as failed:
+        ovs.wait(op["id"], timeout=5)
+    assert failed.value.result["effect"] == "absent"
+
+
+def test_an_intent_after_cancel_raises_cancelled(ovs, run_id, reviewer, admin_user):
+    op = approved(ovs, run_id, reviewer)
+    claim = ovs.claim(op["id"])
+    cancel_run(run=Run.objects.get(pk=run_id), actor=Actor.of_user(admin_user), reason="stop")
+    with pytest.raises(Cancelled):
+        ovs.record_intent(op["id"], claim["epoch"], {})
+    assert operation(op).status == "cancelled"
+
+
+def test_a_claim_on_a_cancelled_run_raises_cancelled(ovs, run_id, reviewer, admin_user):
+    op = approved(ovs, run_id, reviewer)
+    claim = ovs.claim(op["id"])
+    ovs.record_intent(op["id"], claim["epoch"], {})
+    cancel_run(run=Run.objects.get(pk=run_id), actor=Actor.of_user(admin_user), reason="stop")
+    lapse(op)
+    with pytest.raises(Cancelled):
+        ovs.claim(op["id"])
+    assert operation(op).fencing_epoch == claim["epoch"]
+
+
+def test_a_run_cannot_finish_before_the_rollback_is_reported(ovs, run_id, reviewer):
+    op = approved(ovs, run_id, reviewer)
+    claim = ovs.claim(op["id"])
+    ovs.record_intent(op["id"], claim["epoch"], {})
+    ovs.report(op["id"], claim["epoch"], effect="uncertain")
+    with pytest.raises(Conflict) as refused:
+        ovs.finish(run_id, "completed")
+    assert refused.value.code == "run_not_accepting"
+    assert f"{op['id']} (verify_failed)" in refused.value.detail
+    ovs.roll_back(op["id"], claim["epoch"], "rolled_back")
+    assert ovs.finish(run_id, "completed")["status"] == "completed"
+
+
+def test_a_server_operation_that_failed_raises_failed(ovs, run_id, reviewer):
+    op = ovs.propose(
+        run_id,
+        "write-1",
+        "file.write",
+        {"path": "notes/today.md", "content": "hello\n", "expected_sha256": None},
+        rollback_kind="in_band",
+    )
+    decide_on(operation(op), reviewer)
+    taken = claim_next(worker="w1", lease=timedelta(seconds=60))
+    why = "the effect did not happen: today.md changed since it was approved"
+    transition_operation(
+        operation=taken,
+        to="failed",
+        actor=Actor.worker("w1"),
+        reason=why,
+        changes={"status_reason": why, "result": {"verified": False, "effect": "absent"}},
+    )
+    with pytest.raises(Failed) as failed:
+        ovs.wait(op["id"], timeout=3)
+    assert (failed.value.code, failed.value.detail) == ("failed", why)
 
 
 # --- supervised tools ------------------------------------------------------------------
@@ -262,7 +354,12 @@ def test_an_agent_executed_tool_runs_once_verified(ovs, run_id, reviewer, notes)
     assert calls == verified == [op.idempotency_key]
     assert notes.read_text() == f"paid [{op.idempotency_key}]\n"
     assert op.status == "committed"
-    assert op.result == {"verified": True, "output": {"appended": "paid"}, "error": ""}
+    assert op.result == {
+        "verified": True,
+        "effect": "applied",
+        "output": {"appended": "paid"},
+        "error": "",
+    }
 
     assert append_note(run_id, "note-1", path=str(notes), line="paid") == {"appended": "paid"}
     assert len(calls) == 1
@@ -332,6 +429,122 @@ def test_a_tool_that_raises_is_undone_and_reported(ovs, run_id, reviewer, notes)
     op = Operation.objects.get(call_id="note-1")
     assert op.status == "rolled_back"
     assert op.result["error"] == "OSError: disk full"
+
+
+def test_a_tool_whose_effect_is_absent_raises_failed_and_undoes_nothing(
+    ovs, run_id, reviewer, notes
+):
+    calls, undone = [], []
+    append_note = note_tool(
+        ovs,
+        calls,
+        verify=lambda arguments, key: "absent",
+        undo=lambda arguments, key: undone.append(key),
+    )
+    with deciding(reviewer, "note-1"), pytest.raises(Failed) as failed:
+        append_note(run_id, "note-1", path=str(notes), line="paid")
+    op = Operation.objects.get(call_id="note-1")
+    assert (op.status, op.lease_expires_at) == ("failed", None)
+    assert failed.value.code == "failed"
+    assert failed.value.result["effect"] == "absent"
+    assert "append_note ran but its effect is not there" in failed.value.detail
+    assert (len(calls), undone) == (1, [])
+    assert not Alert.objects.exists()
+
+
+def test_a_tool_that_raised_and_did_nothing_raises_failed(ovs, run_id, reviewer, notes):
+    @ovs.tool(**NOTE, verify=lambda arguments, key: "absent", undo=remove_line)
+    def append_note(path: str, line: str, *, idempotency_key: str) -> None:
+        raise PermissionError("read-only file system")
+
+    with deciding(reviewer, "note-1"), pytest.raises(Failed) as failed:
+        append_note(run_id, "note-1", path=str(notes), line="paid")
+    assert isinstance(failed.value.__cause__, PermissionError)
+    op = Operation.objects.get(call_id="note-1")
+    assert op.status == "failed"
+    assert op.result["error"] == "PermissionError: read-only file system"
+
+
+def test_an_uncertain_tool_is_undone(ovs, run_id, reviewer, notes):
+    calls = []
+    append_note = note_tool(ovs, calls, verify=lambda arguments, key: "uncertain", undo=remove_line)
+    with deciding(reviewer, "note-1"), pytest.raises(VerificationFailed) as failed:
+        append_note(run_id, "note-1", path=str(notes), line="paid")
+    assert failed.value.outcome == "rolled_back"
+    op = Operation.objects.get(call_id="note-1")
+    assert (op.status, op.result["effect"]) == ("rolled_back", "uncertain")
+    assert notes.read_text() == ""
+
+
+def test_a_tool_that_raised_after_its_effect_landed_commits(ovs, run_id, reviewer, notes):
+    @ovs.tool(**NOTE, verify=line_is_there)
+    def append_note(path: str, line: str, *, idempotency_key: str) -> None:
+        with open(path, "a") as handle:
+            handle.write(f"{line} [{idempotency_key}]\n")
+        raise TimeoutError("no answer after the write")
+
+    with deciding(reviewer, "note-1"):
+        assert append_note(run_id, "note-1", path=str(notes), line="paid") is None
+    op = Operation.objects.get(call_id="note-1")
+    assert (op.status, op.result["effect"]) == ("committed", "applied")
+
+
+def test_a_resumed_tool_that_cannot_tell_goes_to_the_rollback_plan(ovs, run_id, reviewer, notes):
+    """An earlier process recorded its intent and died; verify cannot tell whether its
+    effect happened: the tool does not fire again, it reports and undoes."""
+    op = approved(ovs, run_id, reviewer, path=str(notes), line="paid")
+    claim = ovs.claim(op["id"])
+    ovs.record_intent(op["id"], claim["epoch"], {"function": "append_note"})
+    lapse(op)
+
+    calls, undone = [], []
+    append_note = note_tool(
+        ovs,
+        calls,
+        verify=lambda arguments, key: "uncertain",
+        undo=lambda arguments, key: undone.append(key),
+    )
+    with pytest.raises(VerificationFailed) as failed:
+        append_note(run_id, "note-1", path=str(notes), line="paid")
+    assert failed.value.outcome == "rolled_back"
+    assert (calls, undone) == ([], [claim["idempotency_key"]])
+    assert operation(op).fencing_epoch == claim["epoch"] + 1
+
+
+def test_a_takeover_of_an_unreported_rollback_goes_straight_to_it(ovs, run_id, reviewer, notes):
+    """An earlier process reported an uncertain effect and died before its rollback."""
+    op = approved(ovs, run_id, reviewer, path=str(notes), line="paid")
+    claim = ovs.claim(op["id"])
+    ovs.record_intent(op["id"], claim["epoch"], {"function": "append_note"})
+    ovs.report(op["id"], claim["epoch"], effect="uncertain", error="no answer")
+    lapse(op)
+
+    takeover = ovs.claim(op["id"])
+    assert (takeover["status"], takeover["intent"]) == (
+        "verify_failed",
+        {"function": "append_note"},
+    )
+    calls, undone = [], []
+    execution = Execution(
+        ovs,
+        ovs.operation(op["id"]),
+        takeover,
+        fn=lambda **arguments: calls.append(arguments),
+        verify=lambda arguments, key: calls.append("verify"),
+        undo=lambda arguments, key: undone.append(key),
+    )
+    with pytest.raises(VerificationFailed) as failed:
+        execution.run()
+    assert failed.value.outcome == "rolled_back"
+    assert (calls, undone) == ([], [claim["idempotency_key"]])
+
+
+def test_a_tool_refuses_a_verify_answer_it_cannot_read(ovs, run_id, reviewer, notes):
+    calls = []
+    append_note = note_tool(ovs, calls, verify=lambda arguments, key: "probably")
+    with deciding(reviewer, "note-1"), pytest.raises(TypeError, match="probably"):
+        append_note(run_id, "note-1", path=str(notes), line="paid")
+    assert Operation.objects.get(call_id="note-1").status == "in_flight"  # For the sweep.
 
 
 def test_a_server_executed_tool_returns_the_committed_result(ovs, run_id, reviewer, settings):

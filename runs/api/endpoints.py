@@ -4,7 +4,7 @@
 import base64
 import binascii
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -17,8 +17,16 @@ from runs.actors import Actor
 from runs.api import schemas as s
 from runs.api.limits import LimitExceeded, check_json
 from runs.canonical import sha256_hex
+from runs.clock import db_now
 from runs.engine.claims import RESUMABLE, take_lease
-from runs.errors import InvalidInput, RunClosed, StaleVersion
+from runs.errors import (
+    IllegalTransition,
+    InvalidInput,
+    OversightError,
+    RunClosed,
+    RunNotAccepting,
+    StaleVersion,
+)
 from runs.models import AgentToken, Artifact, Checkpoint, Operation, Run, Session
 from runs.payloads import SCHEMAS as PAYLOAD_SCHEMAS
 from runs.services.alerts import raise_alert
@@ -211,12 +219,32 @@ def _agent_executed(request, pk: int) -> Operation:
     return operation
 
 
-def _fenced(operation: Operation, epoch: int, *statuses: str) -> None:
-    if operation.fencing_epoch != epoch or operation.status not in statuses:
+def _fenced(operation: Operation, epoch: int, status: str, now: datetime | None = None) -> None:
+    """Refuse a step unless ``epoch`` still holds the operation in ``status`` and, given
+    ``now`` (the database's), its lease is live. Read under the run lock: every writer
+    of the operation takes it, so the check holds until the caller's write."""
+    if operation.fencing_epoch != epoch or operation.status != status:
         raise StaleVersion(
             f"operation {operation.pk} is {operation.status} at epoch {operation.fencing_epoch}; "
             f"epoch {epoch} no longer holds it"
         )
+    expires = operation.lease_expires_at
+    if now is not None and (expires is None or expires <= now):
+        raise StaleVersion(
+            f"operation {operation.pk}: the lease of epoch {epoch} lapsed; claim it again "
+            "and verify before doing anything"
+        )
+
+
+def _not_accepting(run: Run) -> OversightError | None:
+    """Why ``run`` takes no new execution step (a claim, an intent), if it does not."""
+    if run.cancel_requested:
+        return RunClosed(f"run {run.pk} is cancelled")
+    if run.is_terminal:
+        return RunClosed(f"run {run.pk} is {run.status}; it accepts nothing more")
+    if run.reason == Run.Reason.RECONCILIATION:
+        return RunNotAccepting(f"run {run.pk} is halted for reconciliation: {run.unblock}")
+    return None
 
 
 @router.post(
@@ -225,16 +253,19 @@ def _fenced(operation: Operation, epoch: int, *statuses: str) -> None:
 def claim(request, pk: int, body: s.ClaimIn):
     """Take an approved agent-executed operation with a lease and a new fencing epoch.
     A second claim while the lease holds is a 409; after it expires, a claim takes over
-    (and ``intent`` says an earlier executor may have fired the effect: verify first)."""
+    (and ``intent`` says an earlier executor may have fired the effect: verify first).
+    A cancelled run (409 run_closed) or one halted for reconciliation (409
+    run_not_accepting) takes no claim, not even a takeover. Lease times are the
+    database's."""
     operation = _agent_executed(request, pk)
-    now = timezone.now()
-    if expire_if_due(operation, now):
+    if expire_if_due(operation, db_now()):
         raise RunClosed(f"operation {pk} expired before it was claimed")
     with transaction.atomic():
         run = lock_run(operation.run_id)
         operation.refresh_from_db()
-        if run.cancel_requested and operation.status == Operation.Status.APPROVED:
-            raise RunClosed(f"run {operation.run_id} is cancelled")
+        if refusal := _not_accepting(run):
+            raise refusal
+        now = db_now()
         held = operation.lease_expires_at and operation.lease_expires_at > now
         if operation.status != Operation.Status.APPROVED and (
             operation.status not in RESUMABLE or held
@@ -251,6 +282,7 @@ def claim(request, pk: int, body: s.ClaimIn):
         )
     return s.ClaimOut(
         operation=operation.pk,
+        status=operation.status,
         epoch=epoch,
         lease_expires_at=expires,
         idempotency_key=operation.idempotency_key,
@@ -263,42 +295,97 @@ def claim(request, pk: int, body: s.ClaimIn):
     "/operations/{int:pk}/intent", response={200: s.OperationOut, **PROBLEMS}, tags=["execution"]
 )
 def intent(request, pk: int, body: s.IntentIn):
-    """Record what is about to be done (and what undo needs) before the effect fires."""
+    """Record what is about to be done (and what undo needs) before the effect fires,
+    while this epoch's lease is live. Refused once the run is cancelled (an operation
+    with no intent yet is cancelled with it: it never fired) or halted for
+    reconciliation."""
     operation = _agent_executed(request, pk)
-    _fenced(operation, body.epoch, Operation.Status.IN_FLIGHT)
+    with transaction.atomic():
+        run = lock_run(operation.run_id)
+        operation.refresh_from_db()
+        _fenced(operation, body.epoch, Operation.Status.IN_FLIGHT, db_now())
+        refusal = _not_accepting(run)
+        if refusal is None:
+            transition_operation(
+                operation=operation,
+                to=Operation.Status.IN_FLIGHT,
+                event="operation.intent",
+                actor=agent(request),
+                reason="executing",
+                changes={"intent": body.snapshot},
+            )
+        elif run.cancel_requested and operation.intent is None:
+            _cancel_unfired(operation, agent(request))
+    if refusal is not None:
+        raise refusal  # After the block: the cancellation above is kept.
+    return s.OperationOut.of(operation)
+
+
+def _cancel_unfired(operation: Operation, actor: Actor) -> None:
+    why = "run cancelled before the effect fired"
     transition_operation(
         operation=operation,
-        to=Operation.Status.IN_FLIGHT,
-        event="operation.intent",
-        actor=agent(request),
-        reason="executing",
-        changes={"intent": body.snapshot},
+        to=Operation.Status.CANCELLED,
+        actor=actor,
+        reason=why,
+        changes={"status_reason": why, "result": {"cancelled": why}, "lease_expires_at": None},
     )
-    return s.OperationOut.of(operation)
+
+
+REPORTED = {
+    "applied": Operation.Status.COMMITTED,
+    "absent": Operation.Status.FAILED,
+    "uncertain": Operation.Status.VERIFY_FAILED,
+}
+
+
+def _reported_reason(effect: str, error: str) -> str:
+    if effect == "applied":
+        return "executed and verified by the agent"
+    if effect == "absent":
+        return f"the effect did not happen: {error}" if error else "the effect did not happen"
+    return error or "not verified"
 
 
 @router.post(
     "/operations/{int:pk}/report", response={200: s.OperationOut, **PROBLEMS}, tags=["execution"]
 )
 def report(request, pk: int, body: s.ReportIn):
-    """Report the outcome. Only a verified effect is recorded committed; an unverified
-    one is recorded as a verification failure, and the rollback plan must follow."""
+    """Report what verification showed, from the epoch holding a live lease, after its
+    intent was recorded (a report with no intent is a 409: the effect must not fire
+    before its intent). ``applied`` is committed; ``absent`` ends the operation failed
+    (the effect did not happen: nothing to roll back); ``uncertain`` is a verification
+    failure, and the rollback plan must follow. A report is the truth about an effect
+    that may already have fired, so it is accepted even after the run was cancelled or
+    halted for reconciliation: its intent was recorded before."""
     operation = _agent_executed(request, pk)
-    _fenced(operation, body.epoch, Operation.Status.IN_FLIGHT)
-    observation = {"verified": body.verified, "output": body.output, "error": body.error}
-    to = Operation.Status.COMMITTED if body.verified else Operation.Status.VERIFY_FAILED
-    why = "executed and verified by the agent" if body.verified else body.error or "not verified"
-    changes = {"result": observation, "status_reason": why}
-    if body.verified:
-        changes["lease_expires_at"] = None
-    transition_operation(
-        operation=operation,
-        to=to,
-        actor=agent(request),
-        reason=why,
-        changes=changes,
-        detail={"observation": observation},
-    )
+    effect = body.reported_effect()
+    with transaction.atomic():
+        lock_run(operation.run_id)
+        operation.refresh_from_db()
+        _fenced(operation, body.epoch, Operation.Status.IN_FLIGHT, db_now())
+        if operation.intent is None:
+            raise IllegalTransition(
+                f"operation {pk} has no intent recorded: the intent comes before the effect"
+            )
+        to, why = REPORTED[effect], _reported_reason(effect, body.error)
+        observation = {
+            "verified": effect == "applied",
+            "effect": effect,
+            "output": body.output,
+            "error": body.error,
+        }
+        changes = {"result": observation, "status_reason": why}
+        if to != Operation.Status.VERIFY_FAILED:
+            changes["lease_expires_at"] = None  # Nothing left to do under it.
+        transition_operation(
+            operation=operation,
+            to=to,
+            actor=agent(request),
+            reason=why,
+            changes=changes,
+            detail={"observation": observation},
+        )
     return s.OperationOut.of(operation)
 
 
@@ -309,24 +396,30 @@ def report(request, pk: int, body: s.ReportIn):
 )
 def rollback(request, pk: int, body: s.RollbackIn):
     """After a verification failure: report the undo or compensation done, or ask for
-    an out-of-band alert (which halts the run until a person resolves it)."""
+    an out-of-band alert (which halts the run until a person resolves it). Accepted
+    from the epoch that holds the operation, also after the run was cancelled or
+    halted and after its lease lapsed (the undo is done; it must be recorded), until a
+    takeover or the sweep for lapsed agent leases settles the operation."""
     operation = _agent_executed(request, pk)
-    _fenced(operation, body.epoch, Operation.Status.VERIFY_FAILED)
-    if body.outcome == "alert":
-        raise_alert(
-            operation=operation,
-            actor=agent(request),
-            summary=body.detail or "the agent could not verify or undo its effect",
-            state_left={"arguments": operation.arguments, "intent": operation.intent},
-        )
-    else:
-        transition_operation(
-            operation=operation,
-            to=body.outcome,
-            actor=agent(request),
-            reason=body.detail or body.outcome,
-            changes={"lease_expires_at": None},
-        )
+    with transaction.atomic():
+        lock_run(operation.run_id)
+        operation.refresh_from_db()
+        _fenced(operation, body.epoch, Operation.Status.VERIFY_FAILED)
+        if body.outcome == "alert":
+            raise_alert(
+                operation=operation,
+                actor=agent(request),
+                summary=body.detail or "the agent could not verify or undo its effect",
+                state_left={"arguments": operation.arguments, "intent": operation.intent},
+            )
+        else:
+            transition_operation(
+                operation=operation,
+                to=body.outcome,
+                actor=agent(request),
+                reason=body.detail or body.outcome,
+                changes={"lease_expires_at": None},
+            )
     operation.refresh_from_db()
     return s.OperationOut.of(operation)
 

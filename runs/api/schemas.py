@@ -7,6 +7,7 @@ from ninja import Schema
 from pydantic import Field
 
 from runs import machines
+from runs.errors import InvalidInput
 from runs.models import Decision, Operation, Run
 from runs.recovery import recovery_report
 
@@ -224,6 +225,10 @@ class ClaimIn(Schema):
 
 class ClaimOut(Schema):
     operation: int
+    status: Literal["in_flight", "verify_failed"] = Field(
+        description="in_flight; verify_failed when an earlier executor reported an "
+        "uncertain effect and its rollback is still due."
+    )
     epoch: int
     lease_expires_at: datetime
     idempotency_key: str
@@ -240,9 +245,29 @@ class IntentIn(Schema):
 
 class ReportIn(Schema):
     epoch: int
-    verified: bool = Field(description="Whether re-reading the target showed the effect.")
+    effect: Literal["applied", "absent", "uncertain"] | None = Field(
+        default=None,
+        description="What re-reading the target showed: the effect is there, it did not "
+        "happen (and cannot happen later), or it cannot be told.",
+    )
+    verified: bool | None = Field(
+        default=None,
+        description="The older form: true is applied, false is uncertain. With effect, it "
+        "must agree (true only for applied).",
+    )
     output: Any = None
     error: str = Field(default="", max_length=4000)
+
+    def reported_effect(self) -> str:
+        """The effect reported, from ``effect`` or ``verified``; ``InvalidInput`` if
+        neither is given or they disagree."""
+        if self.effect is None and self.verified is None:
+            raise InvalidInput("effect: say applied, absent or uncertain (or give verified)")
+        if self.effect is None:
+            return "applied" if self.verified else "uncertain"
+        if self.verified is not None and self.verified != (self.effect == "applied"):
+            raise InvalidInput(f"verified: {self.verified} does not agree with {self.effect}")
+        return self.effect
 
 
 class RollbackIn(Schema):

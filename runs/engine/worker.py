@@ -17,6 +17,7 @@ from runs.engine.deliveries import deliver_due
 from runs.engine.executor import Execution
 from runs.engine.lease import LeaseLost
 from runs.engine.notifications import notify_reviewers
+from runs.engine.sweeper import sweep_agent_operations
 from runs.errors import StaleVersion
 from runs.services.decisions import expire_due_operations
 
@@ -35,6 +36,7 @@ class Worker:
         """Expire what is overdue, deliver due alerts, notify reviewers (once a minute),
         and drive one operation."""
         did_work = expire_due_operations() > 0
+        did_work |= sweep_agent_operations() > 0
         did_work |= deliver_due() > 0
         if time.monotonic() >= self.next_notification:
             self.next_notification = time.monotonic() + NOTIFY_EVERY_SECONDS

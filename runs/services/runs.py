@@ -113,7 +113,8 @@ def finish_run(
     expected_version: int | None = None,
 ) -> Run:
     """End a run as completed, partial or failed. Proposals nobody acted on are
-    cancelled with it; an operation whose effect is in flight must settle first."""
+    cancelled with it; an operation whose effect is in flight, or whose failed
+    verification still awaits its rollback, must settle first."""
     if status not in (Run.Status.COMPLETED, Run.Status.PARTIAL, Run.Status.FAILED):
         raise InvalidInput(f"status: a run finishes as completed, partial or failed, not {status}")
     if status != Run.Status.COMPLETED and not outcome.strip():
@@ -122,11 +123,20 @@ def finish_run(
     require_open(current)
     if expected_version is not None and current.version != expected_version:
         raise StaleVersion(f"run {run.pk} is at version {current.version}: read it again")
-    in_flight = list(
-        current.operations.filter(status=Operation.Status.IN_FLIGHT).values_list("pk", flat=True)
-    )
-    if in_flight:
-        raise RunNotAccepting(f"operations {in_flight} are in flight; wait for their outcome")
+    # Effects that may exist and are not accounted for yet: no run ends over them.
+    unsettled = [
+        f"{pk} ({status})"
+        for pk, status in current.operations.filter(
+            status__in=(Operation.Status.IN_FLIGHT, Operation.Status.VERIFY_FAILED)
+        )
+        .order_by("pk")
+        .values_list("pk", "status")
+    ]
+    if unsettled:
+        raise RunNotAccepting(
+            f"operations {', '.join(unsettled)} have not settled; wait for their outcome "
+            "(or report it and its rollback)"
+        )
     cancel_open_operations(current, actor, f"run finished {status}")
     if status != Run.Status.FAILED and current.status == Run.Status.WAITING:
         settle_wait(current, actor)

@@ -1,0 +1,104 @@
+"""Settling operations an agent claimed and then abandoned.
+
+An agent-executed operation has no worker to resume it: if the agent dies (or stops
+reporting) its lease lapses and nothing else would ever look at it, so the run could
+not finish and an effect that may have happened would go unreported. The worker
+therefore sweeps every step for agent operations whose lease lapsed more than
+``OVERSIGHT_AGENT_GRACE_SECONDS`` ago; the grace lets a restarted agent come back, wait
+out its lease, claim again and verify first (``oversight.client``'s takeover). Then:
+
+- in flight with an intent: the effect may have happened, and no one will verify it:
+  verify_failed, then an out-of-band alert that halts the run for a person;
+- verify_failed: the agent did not report its rollback: an alert;
+- in flight without an intent: nothing fired (the API records no report and no effect
+  before the intent), so the operation ends failed.
+
+Each operation is settled in its own short transaction, under its run's lock and only
+if it is still as the sweep saw it (times in the database's clock): an agent that came
+back and claimed or reported meanwhile wins.
+"""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+
+from runs.actors import Actor
+from runs.clock import db_now
+from runs.engine.claims import RESUMABLE
+from runs.models import Operation
+from runs.services.alerts import raise_alert
+from runs.transitions import lock_run, transition_operation
+
+Status = Operation.Status
+SWEEPER = Actor.policy("agent lease lapsed")
+
+
+def sweep_agent_operations() -> int:
+    """Settle every agent operation abandoned past the grace; returns how many."""
+    return sum(
+        _settle(op_id, run_id)
+        for op_id, run_id in _abandoned().order_by("pk").values_list("pk", "run_id")
+    )
+
+
+def _abandoned():
+    # Served by operation_lease_idx (status in flight or verify_failed, by lease expiry).
+    cutoff = db_now() - timedelta(seconds=settings.OVERSIGHT_AGENT_GRACE_SECONDS)
+    return Operation.objects.filter(
+        executor=Operation.Executor.AGENT, status__in=RESUMABLE, lease_expires_at__lt=cutoff
+    )
+
+
+@transaction.atomic
+def _settle(op_id: int, run_id: int) -> bool:
+    lock_run(run_id)
+    operation = _abandoned().filter(pk=op_id).first()
+    if operation is None:
+        return False  # The agent came back (claimed, reported) since the sweep looked.
+    if operation.status == Status.VERIFY_FAILED:
+        _alert(operation, "the agent did not report its rollback")
+    elif operation.intent is not None:
+        why = "the agent's lease lapsed after its intent: the effect may have happened"
+        transition_operation(
+            operation=operation,
+            to=Status.VERIFY_FAILED,
+            actor=SWEEPER,
+            reason=why,
+            changes={
+                "status_reason": why,
+                "result": {"verified": False, "effect": "uncertain", "error": why},
+            },
+        )
+        _alert(operation, why)
+    else:
+        why = "the agent's lease lapsed before its intent: nothing fired"
+        transition_operation(
+            operation=operation,
+            to=Status.FAILED,
+            actor=SWEEPER,
+            reason=why,
+            changes={
+                "status_reason": why,
+                "lease_expires_at": None,
+                "result": {"verified": False, "effect": "absent", "error": why},
+            },
+        )
+    return True
+
+
+def _alert(operation: Operation, summary: str) -> None:
+    raise_alert(
+        operation=operation,
+        actor=SWEEPER,
+        summary=summary,
+        state_left={
+            "arguments": operation.arguments,
+            "intent": operation.intent,
+            "lease": {
+                "owner": operation.lease_owner,
+                "epoch": operation.fencing_epoch,
+                "expired_at": operation.lease_expires_at.isoformat(),
+            },
+        },
+    )
