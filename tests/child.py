@@ -19,6 +19,9 @@
   of the first account(s) they lock for 1.5 s, so that two of them overlap.
 - ``worker-dies-after-sending EMAIL_LOG``: a worker that hands an email to the mail
   server (appending its subject to EMAIL_LOG) and is killed before recording that.
+- ``api-dies-after-append ADDRESS``: serves the agent API on ADDRESS and kills itself
+  with SIGKILL as soon as ``append_message`` returns, before the endpoint answers (and
+  so before the Idempotency-Key's reply is stored).
 """
 
 import os
@@ -148,6 +151,21 @@ def worker_dies_after_sending(email_log: str) -> None:
     Worker(name="doomed", lease=timedelta(seconds=1)).drain()
 
 
+def api_dies_after_append(address: str) -> None:
+    from django.core.management import call_command
+
+    from runs.api import endpoints
+
+    append = endpoints.append_message
+
+    def append_then_die(**kwargs):
+        append(**kwargs)
+        die()
+
+    endpoints.append_message = append_then_die
+    call_command("runserver", "--noreload", address)
+
+
 SCENARIOS = {
     "hang-mid-transition": hang_mid_transition,
     "worker-crash-at": worker_crash_at,
@@ -156,6 +174,7 @@ SCENARIOS = {
     "worker-clock-ahead": worker_clock_ahead,
     "slow-ledger-worker": slow_ledger_worker,
     "worker-dies-after-sending": worker_dies_after_sending,
+    "api-dies-after-append": api_dies_after_append,
 }
 
 if __name__ == "__main__":

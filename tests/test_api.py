@@ -1,5 +1,5 @@
-"""Across the agent API: Idempotency-Key replays of every mutating endpoint, and two
-processes proposing the same call at once."""
+"""Across the agent API: two processes proposing the same call at once. (The
+Idempotency-Key's replays are in ``test_api_replay.py``.)"""
 
 import json
 import subprocess
@@ -7,155 +7,11 @@ import sys
 
 import pytest
 
-from runs.models import AgentToken, ApiReplay, Artifact, Operation, Session
-from tests.api_helpers import Api, agent_proposal, artifact_body, problem, proposal
-from tests.helpers import decide_on, stored
+from runs.models import Operation
+from tests.api_helpers import agent_proposal
 from tests.processes import ROOT, child_env
 
 pytest_plugins = ["tests.api_helpers"]
-
-
-def everything() -> tuple:
-    return (*stored(), Session.objects.count(), Artifact.objects.count())
-
-
-def agent_operation(api: Api, run, reviewer, *steps: tuple[str, dict]) -> int:
-    """An approved agent-executed operation, taken through ``steps`` (endpoint, body)."""
-    op_id = api.propose(run.pk, agent_proposal()).json()["id"]
-    decide_on(Operation.objects.get(pk=op_id), reviewer)
-    for step, body in steps:
-        assert api.post(f"/operations/{op_id}/{step}", body).status_code == 200
-    return op_id
-
-
-CLAIMED = ("claim", {})
-UNVERIFIED = ("report", {"epoch": 1, "verified": False})
-
-
-@pytest.fixture
-def mutation(api, run, reviewer):
-    """``mutation(name)``: a first request (path, body) to one mutating endpoint."""
-
-    def make(name: str) -> tuple[str, dict]:
-        if name == "open session":
-            return "/sessions", {"title": "Once"}
-        if name == "start run":
-            return "/runs", {"session": run.session_id, "goal": "Once"}
-        if name == "append message":
-            return f"/runs/{run.pk}/messages", {"payload": {"text": "once"}}
-        if name == "propose":
-            return f"/runs/{run.pk}/operations", {
-                **proposal("call-1"),
-                "base_version": api.run_version(run.pk),
-            }
-        if name == "finish run":
-            return f"/runs/{run.pk}/finish", {"status": "completed"}
-        if name == "upload artifact":
-            return f"/runs/{run.pk}/artifacts", artifact_body(b"once")
-        if name == "claim":
-            return f"/operations/{agent_operation(api, run, reviewer)}/claim", {}
-        if name == "intent":
-            op_id = agent_operation(api, run, reviewer, CLAIMED)
-            return f"/operations/{op_id}/intent", {"epoch": 1, "snapshot": {"head": "abc"}}
-        if name == "report":
-            op_id = agent_operation(api, run, reviewer, CLAIMED)
-            return f"/operations/{op_id}/report", {"epoch": 1, "verified": True}
-        op_id = agent_operation(api, run, reviewer, CLAIMED, UNVERIFIED)
-        return f"/operations/{op_id}/rollback", {"epoch": 1, "outcome": "alert"}
-
-    return make
-
-
-MUTATIONS = [
-    "open session",
-    "start run",
-    "append message",
-    "propose",
-    "finish run",
-    "upload artifact",
-    "claim",
-    "intent",
-    "report",
-    "rollback",
-]
-
-
-@pytest.mark.parametrize("name", MUTATIONS)
-def test_a_retry_with_the_same_key_replays_the_first_answer(api, mutation, name):
-    path, body = mutation(name)
-    first = api.post(path, body, key="retry-1")
-    assert first.status_code in (200, 201), first.content
-    assert "Idempotent-Replayed" not in first
-    before = everything()
-    again = api.post(path, body, key="retry-1")
-    assert (again.status_code, again.content) == (first.status_code, first.content)
-    assert again["Idempotent-Replayed"] == "true"
-    assert again["Content-Type"] == first["Content-Type"]
-    assert everything() == before
-
-
-def test_a_refusal_is_replayed_too(api, run):
-    body = {**proposal("call-1"), "base_version": 0}
-    first = api.post(f"/runs/{run.pk}/operations", body, key="stale-1")
-    assert problem(first, 409)["error"] == "stale_version"
-    again = api.post(f"/runs/{run.pk}/operations", body, key="stale-1")
-    assert (again.status_code, again.content) == (409, first.content)
-    assert again["Idempotent-Replayed"] == "true"
-
-
-def test_a_retry_without_a_key_is_a_new_request(api, run):
-    first = api.post(f"/runs/{run.pk}/messages", {"payload": {"text": "hi"}})
-    again = api.post(f"/runs/{run.pk}/messages", {"payload": {"text": "hi"}})
-    assert (first.json()["seq"], again.json()["seq"]) == (1, 2)
-
-
-@pytest.mark.parametrize(
-    "other",
-    [
-        ("/runs/{run}/messages", {"payload": {"text": "something else"}}),
-        ("/runs/{run}/finish", {"status": "completed"}),
-    ],
-    ids=["another body", "another endpoint"],
-)
-def test_a_key_reused_for_another_request_is_refused(api, run, other):
-    api.post(f"/runs/{run.pk}/messages", {"payload": {"text": "hi"}}, key="k-1")
-    before = everything()
-    path, body = other
-    response = api.post(path.format(run=run.pk), body, key="k-1")
-    assert problem(response, 422, "Idempotency-Key")["error"] == "idempotency_key_reused"
-    assert everything() == before
-
-
-def test_keys_belong_to_their_token(api, project, owner, run):
-    _, plain = AgentToken.issue(project=project, name="second", owner=owner)
-    first = api.post("/sessions", {"title": "Same"}, key="k-1")
-    second = Api(plain).post("/sessions", {"title": "Same"}, key="k-1")
-    assert second.status_code == 201
-    assert "Idempotent-Replayed" not in second
-    assert first.json()["id"] != second.json()["id"]
-    assert Session.objects.count() == 3
-
-
-def test_a_revoked_token_gets_no_replay(api, agent_token, run):
-    body = {"payload": {"text": "hi"}}
-    assert api.post(f"/runs/{run.pk}/messages", body, key="k-1").status_code == 201
-    agent_token.revoke()
-    response = api.post(f"/runs/{run.pk}/messages", body, key="k-1")
-    assert problem(response, 401)["error"] == "unauthenticated"
-
-
-def test_an_overlong_key_is_refused(api, run):
-    response = api.post(f"/runs/{run.pk}/messages", {"payload": {"text": "hi"}}, key="k" * 201)
-    problem(response, 422, "Idempotency-Key")
-    assert not ApiReplay.objects.exists()
-
-
-def test_reads_ignore_the_key(api, run):
-    api.get(f"/runs/{run.pk}", key="read-1")
-    response = api.get(f"/runs/{run.pk}", key="read-1")
-    assert response.status_code == 200
-    assert "Idempotent-Replayed" not in response
-    assert not ApiReplay.objects.exists()
 
 
 # --- two processes, one call -----------------------------------------------------------------

@@ -4,7 +4,9 @@ from django.utils import timezone
 
 class ApiReplay(models.Model):
     """The first answer to a mutating API request sent with an ``Idempotency-Key``,
-    replayed for any retry of it (the same credential, key, method, path and body)."""
+    replayed for any retry of it (the same credential, key, method, path and body).
+    Written in the request's own transaction, so a row exists only with the writes
+    that produced its answer (``runs.api.replay``)."""
 
     scope = models.CharField(max_length=64, help_text="sha256 of the credential.")
     key = models.CharField(max_length=200)
