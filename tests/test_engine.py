@@ -101,7 +101,7 @@ def test_file_write_creates_a_new_file(approved, workspace):
 
     assert op.status == Operation.Status.COMMITTED
     assert (workspace / PATH).read_text() == "hello\n"
-    assert op.intent == {"previous": None}
+    assert op.intent == {"previous": None, "writes": sha256_hex(b"hello\n")}
     assert not op.checkpoints.get(event="operation.intent").artifact_refs.exists()
 
 

@@ -297,3 +297,69 @@ def test_a_proposal_that_can_never_succeed_is_refused(
     with pytest.raises(InvalidInput, match=field.split(".")[-1]):
         propose("never", action=action, arguments=given, rollback_kind=rollback_kind)
     assert not Operation.objects.exists()
+
+
+# --- What killed writers leave behind --------------------------------------------------
+
+
+def test_a_killed_writers_temporary_file_is_removed_by_the_next_write(approved, settings):
+    folder = settings.OVERSIGHT_WORKSPACE / "notes"
+    folder.mkdir(parents=True)
+    (folder / ".incoming-k1ll3d").write_bytes(b"half a fi")
+
+    op = drained(approved("file"))
+
+    assert op.status == Status.COMMITTED
+    assert sorted(p.name for p in folder.iterdir()) == ["today.md"]
+
+
+def test_a_workers_housekeeping_clears_temporary_files_in_quiet_folders(db, settings):
+    from runs.engine.worker import Worker
+
+    quiet = settings.OVERSIGHT_WORKSPACE / "reports/2026"
+    quiet.mkdir(parents=True)
+    (quiet / ".incoming-k1ll3d").write_bytes(b"half a fi")
+    (quiet / "kept.md").write_text("a real file\n")
+
+    Worker(name="w1").step()
+
+    assert sorted(p.name for p in quiet.iterdir()) == ["kept.md"]
+
+
+def test_a_write_another_approved_write_built_on_is_applied_not_undone(
+    approved, settings, at_boundary
+):
+    """The first write landed but its worker could not record it; a second operation,
+    approved against the first one's version, wrote on top. The first is verified
+    applied (the second found it there), and its undo never discards the second."""
+    path = settings.OVERSIGHT_WORKSPACE / "notes/today.md"
+    first = approved("file")
+    second = approved("file", content="hello\nand more\n", expected_sha256=sha256_hex(b"hello\n"))
+    at_boundary("executed", lambda op: op.pk == first.pk and drained(second))
+
+    first = drained(first)
+
+    assert (first.status, Operation.objects.get(pk=second.pk).status) == ("committed", "committed")
+    assert path.read_text() == "hello\nand more\n"
+
+
+def test_an_undo_never_discards_another_approved_write(approved, settings, at_boundary):
+    """The first write is reverted behind its worker's back, and a second operation,
+    approved against the old version, writes: the first cannot be confirmed, and
+    restoring its previous version would discard the second's write. A person decides."""
+    path = settings.OVERSIGHT_WORKSPACE / "notes/today.md"
+    first = approved("file")
+    second = approved("file", content="the second write\n")
+
+    def revert_then_second(op: Operation) -> None:
+        if op.pk == first.pk:
+            path.unlink()
+            drained(second)
+
+    at_boundary("executed", revert_then_second)
+
+    first = drained(first)
+
+    assert first.status == Status.ALERTED
+    assert "holds another approved operation's write" in first.status_reason
+    assert path.read_text() == "the second write\n"

@@ -29,6 +29,7 @@ from runs.actions.base import (
     Effect,
     ExecutionFailed,
     NotApplied,
+    NothingToRollBack,
     PreconditionFailed,
 )
 from runs.canonical import sha256_hex
@@ -79,9 +80,9 @@ class FolderBusy(Exception):
 
 
 @contextmanager
-def folder_lock(folder: Path, *, shared: bool = False) -> Iterator[None]:
+def folder_lock(folder: Path, *, shared: bool = False, wait: bool = True) -> Iterator[None]:
     """Hold ``folder``'s lock (exclusive for writers, shared for readers), waiting at
-    most a lease's length. A folder that does not exist holds nothing to wait for: a
+    most a lease's length (or not at all). A folder that does not exist holds nothing to wait for: a
     writer creating it must still take the lock and confirm its lease before writing."""
     if not folder.is_dir():
         yield
@@ -95,12 +96,33 @@ def folder_lock(folder: Path, *, shared: bool = False) -> Iterator[None]:
                 fcntl.flock(fd, mode)
                 break
             except BlockingIOError:
-                if time.monotonic() > deadline:
+                if not wait or time.monotonic() > deadline:
                     raise FolderBusy(f"{folder.name}/ stayed locked by another writer") from None
                 time.sleep(0.05)
         yield
     finally:
         os.close(fd)  # Releases the lock.
+
+
+def clear_leftovers() -> int:
+    """Remove what killed writers left in the workspace (``.incoming-*``), folder by
+    folder under the folder's lock (skipping a folder someone is writing in now): a
+    live writer holds the lock while its temporary file exists. Returns how many."""
+    removed = 0
+    for folder in sorted({leftover.parent for leftover in workspace().rglob(f"{INCOMING}*")}):
+        try:
+            with folder_lock(folder, wait=False):
+                removed += _remove_incoming(folder)
+        except FolderBusy:
+            continue
+    return removed
+
+
+def _remove_incoming(folder: Path) -> int:
+    leftovers = list(folder.glob(f"{INCOMING}*"))
+    for leftover in leftovers:
+        leftover.unlink(missing_ok=True)
+    return len(leftovers)
 
 
 def write_locked(target: Path, content: bytes, *, before: str | None, ctx: Context) -> None:
@@ -110,8 +132,7 @@ def write_locked(target: Path, content: bytes, *, before: str | None, ctx: Conte
     hold the lock."""
     target.parent.mkdir(parents=True, exist_ok=True)
     with folder_lock(target.parent):
-        for leftover in target.parent.glob(f"{INCOMING}*"):
-            leftover.unlink(missing_ok=True)
+        _remove_incoming(target.parent)
         found = current_hash(target)
         if found != before:
             raise NotApplied(f"{target.name} changed since it was approved")
@@ -120,6 +141,17 @@ def write_locked(target: Path, content: bytes, *, before: str | None, ctx: Conte
             write_durably(target, content)
         except OSError as error:  # Nothing was replaced: the rename is all or nothing.
             raise NotApplied(f"{target.name} could not be written: {error.strerror}") from None
+
+
+def _approved_writes(path: str, ctx: Context):
+    """The other writes of ``path`` in this project that passed their precondition and
+    recorded their intent: Oversight's own, approved versions of the file."""
+    return Operation.objects.filter(
+        project=ctx.operation.project_id,
+        action=FileWrite.name,
+        arguments__path=path,
+        intent__isnull=False,
+    ).exclude(pk=ctx.operation.pk)
 
 
 class FileWrite(Action):
@@ -148,12 +180,15 @@ class FileWrite(Action):
             )
 
     def snapshot(self, args: FileWriteArguments, ctx: Context) -> dict:
+        """The previous version (kept as an artifact, for undo) and the version this
+        write makes (so that other operations can tell it is an approved one)."""
         target = resolve(args.path)
+        writes = sha256_hex(args.content.encode())
         if not target.is_file():
-            return {"previous": None}
+            return {"previous": None, "writes": writes}
         artifact = store_artifact(target.read_bytes(), "text/plain")
         ctx.artifacts[f"workspace/{args.path}@before"] = artifact
-        return {"previous": artifact.sha256}
+        return {"previous": artifact.sha256, "writes": writes}
 
     def deduplicates(self, args: FileWriteArguments) -> bool:
         return True
@@ -167,18 +202,27 @@ class FileWrite(Action):
         target = resolve(args.path)
         with folder_lock(target.parent, shared=True):
             found = current_hash(target)
-        if found == sha256_hex(args.content.encode()):
+        ours = sha256_hex(args.content.encode())
+        if (
+            found == ours
+            or _approved_writes(args.path, ctx).filter(arguments__expected_sha256=ours).exists()
+        ):
+            # There, or a later operation was approved against it and found it there.
             return Effect.APPLIED
         return Effect.ABSENT if found == args.expected_sha256 else Effect.UNCERTAIN
 
     def undo(self, args: FileWriteArguments, key: str, ctx: Context) -> None:
         """Put the file back as the reviewer approved against: its previous version (an
-        absolute state, so repeating it is harmless), or no file."""
+        absolute state, so repeating it is harmless), or no file — unless the version
+        there now is another approved operation's, which restoring would discard."""
         target = resolve(args.path)
         previous = ctx.intent.get("previous")
         with folder_lock(target.parent):
-            if current_hash(target) == previous:
+            found = current_hash(target)
+            if found == previous:
                 return
+            if _approved_writes(args.path, ctx).filter(intent__writes=found).exists():
+                raise NothingToRollBack(f"{args.path} holds another approved operation's write")
             ctx.confirm_lease()
             if previous is None:
                 target.unlink(missing_ok=True)

@@ -11,6 +11,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import close_old_connections
 
+from runs.actions.files import clear_leftovers
 from runs.engine.boundaries import CLAIMED, reach
 from runs.engine.claims import claim_next
 from runs.engine.deliveries import deliver_due
@@ -22,7 +23,7 @@ from runs.errors import StaleVersion
 from runs.services.decisions import expire_due_operations
 
 log = logging.getLogger(__name__)
-NOTIFY_EVERY_SECONDS = 60
+HOUSEKEEPING_EVERY_SECONDS = 60
 
 
 class Worker:
@@ -30,17 +31,19 @@ class Worker:
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.lease = lease or timedelta(seconds=settings.OVERSIGHT_LEASE_SECONDS)
         self.stopping = False
-        self.next_notification = 0.0
+        self.next_housekeeping = 0.0
 
     def step(self) -> bool:
-        """Expire what is overdue, deliver due alerts, notify reviewers (once a minute),
-        and drive one operation."""
+        """Expire what is overdue, settle abandoned agent operations, deliver due alerts,
+        once a minute notify reviewers and clear killed writers' temporary files, and
+        drive one operation."""
         did_work = expire_due_operations() > 0
         did_work |= sweep_agent_operations() > 0
         did_work |= deliver_due() > 0
-        if time.monotonic() >= self.next_notification:
-            self.next_notification = time.monotonic() + NOTIFY_EVERY_SECONDS
+        if time.monotonic() >= self.next_housekeeping:
+            self.next_housekeeping = time.monotonic() + HOUSEKEEPING_EVERY_SECONDS
             notify_reviewers()
+            clear_leftovers()
         operation = claim_next(worker=self.name, lease=self.lease)
         if operation is None:
             return did_work
