@@ -74,7 +74,7 @@ def main() -> None:
                 run=run,
                 call_id="c1",
                 action="ledger.transfer",
-                arguments={"amount": 1},
+                arguments={"from": "A", "to": "B", "amount": "1.00"},
                 risk="medium",
                 rollback_kind="compensating",
                 base_version=run.version,

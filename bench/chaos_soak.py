@@ -1,0 +1,372 @@
+"""Chaos soak: the commit engine under the failures it exists for.
+
+Several ``runworker`` processes with short leases carry out a stream of operations
+while they are killed (SIGKILL) and paused past their lease (SIGSTOP, then SIGCONT
+later) at random:
+
+- HTTP calls to a target that does not deduplicate: the demo target's ``/naive/``
+  items, which apply every request they get, whatever its key or epoch;
+- ledger transfers between four shared accounts, in both directions, one per run;
+- file writes that each append a line to one of three shared files.
+
+Afterwards every effect is read back from the targets themselves (the HTTP target's
+count of applications per key, the ledger's entries and balances, the files' lines)
+and compared with what each operation's status claims. It prints the operations by
+status, kills, stops, and:
+
+- duplicates: an effect applied twice;
+- lost effects: an operation recorded committed whose effect is not there;
+- invented effects: an effect there for an operation recorded as not done, a
+  compensation without its transfer, money that appeared or vanished;
+- leftovers: operations not settled when the soak ends, and killed writers'
+  temporary files still in the workspace after a worker's housekeeping;
+
+then runs ``check_invariants`` and ``verify_audit_chain``. It exits 1 unless the four
+counts are 0 and both checks pass. Everything stays on loopback. It uses a throwaway
+SQLite file, or a throwaway database on DATABASE_URL's server (created and dropped; the
+user needs the CREATEDB privilege).
+
+    .venv/bin/python bench/chaos_soak.py [--seconds 300] [--workers 4] [--lease 2]
+"""
+
+import argparse
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from decimal import Decimal
+from pathlib import Path
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+TARGET = f"127.0.0.1:{free_port()}"
+os.environ.setdefault("OVERSIGHT_VAR_DIR", tempfile.mkdtemp(prefix="oversight-soak-"))
+os.environ.setdefault("OVERSIGHT_SECRET_KEY", "bench-only-secret-key-0123456789abcdef")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oversight.settings")
+os.environ["OVERSIGHT_HTTP_ALLOWED_HOSTS"] = TARGET
+os.environ.pop("OVERSIGHT_HTTP_DEDUPLICATING_HOSTS", None)  # /naive/ deduplicates nothing.
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+
+from runs import machines  # noqa: E402
+from runs.actors import Actor  # noqa: E402
+from runs.canonical import sha256_hex  # noqa: E402
+from runs.demo.target import make_server  # noqa: E402
+from runs.models import Account, LedgerEntry, Operation, Project  # noqa: E402
+from runs.services.artifacts import INCOMING  # noqa: E402
+from runs.services.proposals import propose_operation  # noqa: E402
+from runs.services.runs import open_session, start_run  # noqa: E402
+from runs.throwaway import throwaway_database  # noqa: E402
+
+AGENT = Actor.agent("soak")
+ACCOUNTS = {f"L{n}": Decimal("1000000.00") for n in range(4)}
+FILES = [f"shared/f{n}.log" for n in range(3)]
+KINDS = ("http", "ledger", "file")
+UNSETTLED = (Operation.Status.APPROVED, Operation.Status.IN_FLIGHT, Operation.Status.VERIFY_FAILED)
+
+
+class Soak:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.chance = random.Random(args.seed)
+        tag = str(time.time_ns())
+        self.project = Project.objects.create(slug=f"soak-{tag}", name="Chaos soak")
+        for action in ("http.request", "ledger.transfer", "file.write"):
+            self.project.policies.create(action=action, approvals_required=0)
+        for name, balance in ACCOUNTS.items():
+            Account.objects.create(project=self.project, name=name, balance=balance)
+        owner = get_user_model().objects.create_user(f"soak-owner-{tag}")
+        self.session = open_session(project=self.project, owner=owner, agent="soak")
+        self.ops: dict[int, tuple[str, dict]] = {}  # id -> (kind, what to look for)
+        self.workers: list[subprocess.Popen] = []
+        self.paused: dict[int, float] = {}  # worker index -> when to wake it
+        self.kills = self.stops = 0
+        self.log = open(Path(settings.VAR_DIR) / "workers.log", "ab")  # noqa: SIM115
+
+    # --- workers and chaos ---------------------------------------------------------------
+
+    def start_worker(self, index: int) -> subprocess.Popen:
+        return subprocess.Popen(
+            [
+                *(sys.executable, str(ROOT / "manage.py"), "runworker", "--name", f"soak-{index}"),
+                *("--lease-seconds", str(self.args.lease), "--idle-seconds", "0.05"),
+            ],
+            stdout=self.log,
+            stderr=self.log,
+        )
+
+    def strike(self) -> None:
+        """Kill a running worker and start another, or pause one past its lease."""
+        awake = [i for i in range(len(self.workers)) if i not in self.paused]
+        if not awake:
+            return
+        victim = self.chance.choice(awake)
+        if self.chance.random() < 0.5:
+            self.workers[victim].kill()
+            self.workers[victim].wait()
+            self.workers[victim] = self.start_worker(victim)
+            self.kills += 1
+        else:
+            self.workers[victim].send_signal(signal.SIGSTOP)
+            self.paused[victim] = time.monotonic() + self.args.lease + self.chance.uniform(0.5, 2)
+            self.stops += 1
+
+    def wake(self, everyone: bool = False) -> None:
+        for index, when in list(self.paused.items()):
+            if everyone or time.monotonic() >= when:
+                self.workers[index].send_signal(signal.SIGCONT)
+                del self.paused[index]
+
+    # --- operations ----------------------------------------------------------------------
+
+    def propose(self, n: int) -> None:
+        kind = KINDS[n % len(KINDS)]
+        action, arguments, rollback, look_for = getattr(self, kind)(n)
+        run = start_run(session=self.session, goal=f"soak {kind} {n}", actor=AGENT)
+        op = propose_operation(
+            run=run,
+            call_id=f"{kind}-{n}",
+            action=action,
+            arguments=arguments,
+            risk="low",
+            rollback_kind=rollback,
+            base_version=run.version,
+            actor=AGENT,
+        )
+        self.ops[op.pk] = (kind, look_for)
+
+    def http(self, n: int) -> tuple:
+        item, body = f"h{n}", {"n": n}
+        arguments = {
+            "method": "PUT",
+            "url": f"http://{TARGET}/naive/items/{item}",
+            "body": body,
+            "verify": {"url": f"http://{TARGET}/items/{item}", "json": body},
+        }
+        return "http.request", arguments, "out_of_band", {}
+
+    def ledger(self, n: int) -> tuple:
+        source, target = self.chance.sample(sorted(ACCOUNTS), 2)
+        amount = f"{self.chance.randint(1, 50)}.00"
+        arguments = {"from": source, "to": target, "amount": amount}
+        return "ledger.transfer", arguments, "compensating", {}
+
+    def file(self, n: int) -> tuple:
+        path = FILES[n % len(FILES)]
+        current = Path(settings.OVERSIGHT_WORKSPACE) / path
+        before = current.read_bytes() if current.is_file() else b""
+        line = f"line {n}\n"
+        arguments = {
+            "path": path,
+            "content": before.decode() + line,
+            "expected_sha256": sha256_hex(before) if current.is_file() else None,
+        }
+        return "file.write", arguments, "in_band", {"path": path, "line": line}
+
+    def unsettled(self) -> int:
+        return Operation.objects.filter(project=self.project, status__in=UNSETTLED).count()
+
+    # --- the soak ------------------------------------------------------------------------
+
+    def run(self) -> float:
+        """Propose while the chaos runs in a thread of its own: a proposal may wait for
+        the database lock a paused worker holds, and only the chaos thread wakes it."""
+        self.workers = [self.start_worker(i) for i in range(self.args.workers)]
+        started = time.monotonic()
+        chaos = threading.Thread(target=self.chaos, args=(started + self.args.seconds,))
+        chaos.start()
+        n = 0
+        while chaos.is_alive():
+            if self.unsettled() < 2 * self.args.workers:
+                self.propose(n)
+                n += 1
+            else:
+                time.sleep(0.05)
+        self.settle()
+        return time.monotonic() - started
+
+    def chaos(self, until: float) -> None:
+        next_strike = time.monotonic() + self.args.strike_every
+        while time.monotonic() < until:
+            self.wake()
+            if time.monotonic() >= next_strike:
+                self.strike()
+                next_strike += self.chance.uniform(0.5, 1.5) * self.args.strike_every
+            time.sleep(0.02)
+        self.wake(everyone=True)
+
+    def settle(self) -> None:
+        """Let the workers finish what is open, then stop them; one more worker's first
+        step does the housekeeping any restarted worker does."""
+        deadline = time.monotonic() + 10 * self.args.lease + 60
+        while self.unsettled() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for worker in self.workers:
+            worker.terminate()
+        for worker in self.workers:
+            worker.wait()
+        manage("runworker", "--once")
+
+
+def manage(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), *args], capture_output=True, text=True
+    )
+
+
+# --- reading the effects back -----------------------------------------------------------
+
+
+class Findings:
+    def __init__(self) -> None:
+        self.duplicates: list[str] = []
+        self.lost: list[str] = []
+        self.invented: list[str] = []
+        self.leftovers: list[str] = []
+
+
+def examine(soak: Soak, applied: Counter) -> Findings:
+    found = Findings()
+    files = {
+        path: (Path(settings.OVERSIGHT_WORKSPACE) / path).read_text()
+        if (Path(settings.OVERSIGHT_WORKSPACE) / path).is_file()
+        else ""
+        for path in FILES
+    }
+    entries = Counter(
+        LedgerEntry.objects.filter(project=soak.project).values_list("idempotency_key", flat=True)
+    )
+    for op in Operation.objects.filter(pk__in=soak.ops).order_by("pk"):
+        kind, look_for = soak.ops[op.pk]
+        if op.status not in machines.OPERATION.terminal:
+            found.leftovers.append(f"operation {op.pk} ({kind}) is still {op.status}")
+            continue
+        name = f"operation {op.pk} ({kind}, {op.status})"
+        if kind == "http":
+            times = applied[op.idempotency_key]
+        elif kind == "ledger":
+            times = entries[op.idempotency_key]
+            compensated = entries[f"{op.idempotency_key}:compensate"]
+            if compensated > times:
+                found.invented.append(f"{name}: a compensation without its transfer")
+            if (op.status == "compensated") != bool(compensated):
+                found.invented.append(f"{name}: {compensated} compensation(s)")
+        else:
+            times = files[look_for["path"]].splitlines(keepends=True).count(look_for["line"])
+        if times > 1:
+            found.duplicates.append(f"{name}: applied {times} times")
+        if op.status == "committed" and times == 0:
+            found.lost.append(f"{name}: recorded committed, not there")
+        done = op.status in ("committed", "alerted") or (
+            kind == "ledger" and op.status == "compensated"
+        )
+        if times and not done:
+            found.invented.append(f"{name}: there, though recorded as not done")
+    money = dict(Account.objects.filter(project=soak.project).values_list("name", "balance"))
+    if sum(money.values()) != sum(ACCOUNTS.values()):
+        found.invented.append(f"money: {sum(money.values())}, opened with {sum(ACCOUNTS.values())}")
+    for name, balance in money.items():
+        moved = LedgerEntry.objects.filter(project=soak.project)
+        credits = sum(moved.filter(credit__name=name).values_list("amount", flat=True))
+        debits = sum(moved.filter(debit__name=name).values_list("amount", flat=True))
+        if balance != ACCOUNTS[name] + credits - debits:
+            found.invented.append(f"account {name}: {balance}, its entries say otherwise")
+    leftovers = list(Path(settings.OVERSIGHT_WORKSPACE).rglob(f"{INCOMING}*"))
+    found.leftovers += [f"temporary file {path}" for path in leftovers]
+    return found
+
+
+def report(soak: Soak, elapsed: float, found: Findings) -> bool:
+    statuses = Counter(Operation.objects.filter(pk__in=soak.ops).values_list("status", flat=True))
+    checks = {name: manage(name) for name in ("check_invariants", "verify_audit_chain")}
+    print(f"database: {connection.vendor}; {soak.args.workers} workers, lease {soak.args.lease} s")
+    rate = 60 * len(soak.ops) / elapsed
+    print(f"operations: {len(soak.ops)} in {elapsed:.0f} s ({rate:.0f}/min)")
+    print("  " + ", ".join(f"{status} {count}" for status, count in statuses.most_common()))
+    print(f"kills: {soak.kills}, stops past the lease: {soak.stops}")
+    for label, items in (
+        ("duplicates", found.duplicates),
+        ("lost effects", found.lost),
+        ("invented effects", found.invented),
+        ("leftovers", found.leftovers),
+    ):
+        print(f"{label}: {len(items)}")
+        for item in items[:10]:
+            print(f"  {item}")
+    for name, result in checks.items():
+        print(f"{name}: {'pass' if result.returncode == 0 else 'FAIL'}")
+        if result.returncode:
+            print(result.stderr.strip()[:2000])
+    clean = not (found.duplicates or found.lost or found.invented or found.leftovers)
+    return clean and all(result.returncode == 0 for result in checks.values())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=300)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--lease", type=float, default=2)
+    parser.add_argument("--strike-every", type=float, default=1.0, help="mean seconds")
+    parser.add_argument("--seed", type=int, default=2026)
+    args = parser.parse_args()
+    os.environ["OVERSIGHT_LEASE_SECONDS"] = str(max(1, round(args.lease)))
+    host, port = TARGET.split(":")
+    target = make_server(host, int(port))
+    threading.Thread(target=target.serve_forever, daemon=True).start()
+    with own_database():
+        soak = Soak(args)
+        try:
+            elapsed = soak.run()
+        finally:
+            for worker in soak.workers:
+                if worker.poll() is None:
+                    worker.send_signal(signal.SIGCONT)
+                    worker.kill()
+        found = examine(soak, target.RequestHandlerClass.state.applied)
+        passed = report(soak, elapsed, found)
+    target.shutdown()
+    sys.exit(0 if passed else 1)
+
+
+@contextmanager
+def own_database() -> Iterator[None]:
+    """SQLite: the file in the soak's temporary folder. PostgreSQL: a database of its
+    own, whose URL the workers get, dropped at the end: the invariants are checked over
+    the whole database, and an earlier run's rows would point at artifacts elsewhere."""
+    if connection.vendor != "postgresql":
+        call_command("migrate", verbosity=0)
+        yield
+        return
+    with throwaway_database("soak") as name:
+        url = urlsplit(os.environ["DATABASE_URL"])
+        os.environ["DATABASE_URL"] = url._replace(path=f"/{name}").geturl()
+        yield
+        connection.close()
+
+
+if __name__ == "__main__":
+    main()
