@@ -10,7 +10,6 @@ from django.conf import settings
 from django.db import transaction
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
-from django.utils import timezone
 from ninja import Router, Status
 
 from runs.actors import Actor
@@ -199,7 +198,7 @@ def read_operation(request, pk: int, wait: int = 0, version: int | None = None):
     if not 0 <= wait <= settings.OVERSIGHT_API_MAX_WAIT_SECONDS:
         raise LimitExceeded("wait", f"between 0 and {settings.OVERSIGHT_API_MAX_WAIT_SECONDS}")
     operation = own_operation(request, pk)
-    expire_if_due(operation, timezone.now())
+    expire_if_due(operation, db_now())
     known = operation.version if version is None else version
     deadline = time.monotonic() + wait
     while True:

@@ -2,7 +2,7 @@
 newcomer sees every path of the protocol within a minute or two:
 
 - auto-approved by policy and committed (an HTTP update);
-- auto-approved, verification fails on a rigged target, compensated;
+- auto-approved, a rigged target garbles the write: verification fails, compensated;
 - auto-approved, verification fails, no rollback possible: alert, run halted;
 - auto-approved, precondition no longer true at commit time (an earlier operation of
   the same run changed the target);
@@ -122,7 +122,7 @@ class DemoAgent:
     def rigged_with_undo(self, n: int) -> None:
         run = self.begin(
             f"Update the pricing page #{n}",
-            "The pricing service answers 200 but has been dropping writes.",
+            "The pricing service answers 200 but has been garbling writes.",
         )
         self.propose(
             run,
