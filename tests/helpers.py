@@ -1,11 +1,15 @@
 """Assertions and shortcuts shared by the service tests."""
 
+import os
+import runpy
 from contextlib import contextmanager
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 
+import oversight
 from runs.engine.worker import Worker
 from runs.models import Checkpoint, Decision, Message, Operation, Run
 from runs.services.decisions import decide
@@ -60,3 +64,14 @@ def invariants_hold() -> bool:
     out = StringIO()
     call_command("check_invariants", stdout=out, stderr=StringIO())
     return out.getvalue().strip() == "all invariants hold"
+
+
+def project_settings(monkeypatch, **environ: str) -> dict:
+    """oversight/settings.py run afresh in this environment (Django's settings untouched),
+    with the mail and HTTP variables at their defaults unless given."""
+    for name in list(os.environ):
+        if name.startswith(("OVERSIGHT_EMAIL_", "OVERSIGHT_HTTP_")):
+            monkeypatch.delenv(name)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    return runpy.run_path(str(Path(oversight.__file__).parent / "settings.py"))

@@ -2,22 +2,20 @@
 its send, and only the attempt that holds the delivery may record the outcome. The SMTP
 mailer gets its server and a timeout, which bounds an email delivery's send."""
 
-import runpy
 import threading
 import time
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 from django.core import mail
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
-import oversight
 from runs.clock import db_now
 from runs.engine.deliveries import deliver_due
 from runs.models import Alert, AlertDelivery
+from tests.helpers import project_settings
 
 SMTP = "django.core.mail.backends.smtp.EmailBackend"
 DELIVERED = AlertDelivery.Status.DELIVERED
@@ -114,15 +112,6 @@ def test_a_late_failure_of_a_superseded_attempt_leaves_the_delivery_delivered(de
     delivery.refresh_from_db()
     assert hook.posts == 2
     assert (delivery.status, delivery.attempts, delivery.last_error) == (DELIVERED, 2, "")
-
-
-def project_settings(monkeypatch, **environ: str) -> dict:
-    """oversight/settings.py run afresh in this environment (Django's settings untouched)."""
-    for name in ("OVERSIGHT_EMAIL_HOST", "OVERSIGHT_EMAIL_PORT", "OVERSIGHT_EMAIL_TIMEOUT_SECONDS"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in environ.items():
-        monkeypatch.setenv(name, value)
-    return runpy.run_path(str(Path(oversight.__file__).parent / "settings.py"))
 
 
 def test_the_smtp_mailer_gets_its_server_and_a_timeout(monkeypatch, settings):

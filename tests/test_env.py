@@ -5,6 +5,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
 from oversight.env import database_from_url, env_bool, env_int, sqlite_database
+from tests.helpers import project_settings
 
 VAR = "OVERSIGHT_TEST_SETTING"
 
@@ -86,3 +87,18 @@ def test_default_sqlite_database_is_in_wal_mode(db):
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA journal_mode")
         assert cursor.fetchone()[0] == "wal"
+
+
+def test_a_deduplicating_host_must_be_an_allowed_one(monkeypatch):
+    with pytest.raises(ImproperlyConfigured, match="OVERSIGHT_HTTP_DEDUPLICATING_HOSTS"):
+        project_settings(
+            monkeypatch,
+            OVERSIGHT_HTTP_ALLOWED_HOSTS="api.example.com",
+            OVERSIGHT_HTTP_DEDUPLICATING_HOSTS="api.example.com,payments.example.com",
+        )
+
+
+@pytest.mark.parametrize("name", ["OVERSIGHT_MAX_ATTEMPTS", "OVERSIGHT_AGENT_GRACE_SECONDS"])
+def test_attempts_and_grace_are_at_least_one(monkeypatch, name):
+    with pytest.raises(ImproperlyConfigured, match=name):
+        project_settings(monkeypatch, **{name: "0"})
