@@ -18,7 +18,7 @@ if it is still as the sweep saw it (times in the database's clock): an agent tha
 back and claimed or reported meanwhile wins.
 """
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -34,26 +34,28 @@ Status = Operation.Status
 SWEEPER = Actor.policy("agent lease lapsed")
 
 
-def sweep_agent_operations() -> int:
-    """Settle every agent operation abandoned past the grace; returns how many."""
+def sweep_agent_operations(now: datetime | None = None) -> int:
+    """Settle every agent operation abandoned past the grace by ``now`` (the database's
+    time, read here unless the caller just did); returns how many."""
+    now = now or db_now()
     return sum(
-        _settle(op_id, run_id)
-        for op_id, run_id in _abandoned().order_by("pk").values_list("pk", "run_id")
+        _settle(op_id, run_id, now)
+        for op_id, run_id in _abandoned(now).order_by("pk").values_list("pk", "run_id")
     )
 
 
-def _abandoned():
+def _abandoned(now: datetime):
     # Served by operation_lease_idx (status in flight or verify_failed, by lease expiry).
-    cutoff = db_now() - timedelta(seconds=settings.OVERSIGHT_AGENT_GRACE_SECONDS)
+    cutoff = now - timedelta(seconds=settings.OVERSIGHT_AGENT_GRACE_SECONDS)
     return Operation.objects.filter(
         executor=Operation.Executor.AGENT, status__in=RESUMABLE, lease_expires_at__lt=cutoff
     )
 
 
 @transaction.atomic
-def _settle(op_id: int, run_id: int) -> bool:
+def _settle(op_id: int, run_id: int, now: datetime) -> bool:
     lock_run(run_id)
-    operation = _abandoned().filter(pk=op_id).first()
+    operation = _abandoned(now).filter(pk=op_id).first()
     if operation is None:
         return False  # The agent came back (claimed, reported) since the sweep looked.
     if operation.status == Status.VERIFY_FAILED:

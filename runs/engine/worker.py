@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from runs.actions.files import clear_leftovers
+from runs.clock import db_now
 from runs.engine.boundaries import CLAIMED, reach
 from runs.engine.claims import claim_next
 from runs.engine.deliveries import deliver_due
@@ -37,9 +38,10 @@ class Worker:
         """Expire what is overdue, settle abandoned agent operations, deliver due alerts,
         once a minute notify reviewers and clear killed writers' temporary files, and
         drive one operation."""
-        did_work = expire_due_operations() > 0
-        did_work |= sweep_agent_operations() > 0
-        did_work |= deliver_due() > 0
+        now = db_now()  # What is due; a claim reads the clock again for its lease.
+        did_work = expire_due_operations(now) > 0
+        did_work |= sweep_agent_operations(now) > 0
+        did_work |= deliver_due(now) > 0
         if time.monotonic() >= self.next_housekeeping:
             self.next_housekeeping = time.monotonic() + HOUSEKEEPING_EVERY_SECONDS
             notify_reviewers()
