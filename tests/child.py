@@ -17,6 +17,8 @@
   SECONDS ahead of everyone else's.
 - ``slow-ledger-worker``: ``runworker --once`` whose ledger transactions hold the lock
   of the first account(s) they lock for 1.5 s, so that two of them overlap.
+- ``worker-dies-after-compensating``: a worker killed right after its compensating
+  HTTP call was answered, before it recorded the compensation.
 - ``worker-dies-after-sending EMAIL_LOG``: a worker that hands an email to the mail
   server (appending its subject to EMAIL_LOG) and is killed before recording that.
 - ``api-dies-after-append ADDRESS``: serves the agent API on ADDRESS and kills itself
@@ -139,6 +141,21 @@ def slow_ledger_worker() -> None:
         Worker(name=f"slow-{os.getpid()}", lease=timedelta(seconds=30)).drain()
 
 
+def worker_dies_after_compensating() -> None:
+    from runs.actions import http
+
+    send = http.send
+
+    def send_then_die(call, key, headers):
+        answer = send(call, key, headers)
+        if key.endswith(":compensate"):
+            die()
+        return answer
+
+    http.send = send_then_die
+    Worker(name="doomed", lease=timedelta(seconds=1)).drain()
+
+
 def worker_dies_after_sending(email_log: str) -> None:
     from runs.actions import email
 
@@ -173,6 +190,7 @@ SCENARIOS = {
     "worker-pause-at": worker_pause_at,
     "worker-clock-ahead": worker_clock_ahead,
     "slow-ledger-worker": slow_ledger_worker,
+    "worker-dies-after-compensating": worker_dies_after_compensating,
     "worker-dies-after-sending": worker_dies_after_sending,
     "api-dies-after-append": api_dies_after_append,
 }

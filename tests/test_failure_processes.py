@@ -206,3 +206,37 @@ def test_an_email_that_may_have_left_is_never_recorded_as_not_executed(
     assert op.status == "alerted"
     assert "cannot tell whether the effect happened" in op.status_reason
     assert sent.read_text() == "Report\n"  # Not sent again.
+
+
+def test_a_cancel_after_a_takeover_is_not_called_unfired_where_the_call_may_still_land(
+    approved, run, admin_user, target, deduplicating
+):
+    """The dead worker recorded its intent; its request, if sent, may still be on its way
+    to the target, so "cancelled before the effect fired" would be a guess."""
+    op = approved("http")
+    crashed = spawn("worker-crash-at", INTENT)
+    assert crashed.wait(timeout=60) == -signal.SIGKILL
+    cancel_run(run=run, actor=Actor.of_user(admin_user), reason="stop everything")
+    take_over()
+
+    op.refresh_from_db()
+    assert op.status == "alerted"
+    assert "the earlier attempt's effect may still land" in op.status_reason
+
+
+def test_an_interrupted_compensation_is_not_sent_twice_to_a_target_that_does_not_deduplicate(
+    approved, target
+):
+    """The compensating call (marking the garbled item withdrawn) was answered, then its
+    worker died. The target shows neither the state from before nor the effect: sending
+    it again would apply the compensation twice."""
+    withdraw = {"method": "PUT", "url": f"{target.base}/naive/items/x", "body": {"gone": True}}
+    op = approved("http-rigged", compensate=withdraw)
+    dying = spawn("worker-dies-after-compensating")
+    assert dying.wait(timeout=60) == -signal.SIGKILL
+    take_over()
+
+    op.refresh_from_db()
+    assert op.status == "alerted"
+    assert target.applied[f"{op.idempotency_key}:compensate"] == 1
+    assert "may already have taken the rollback step" in op.status_reason

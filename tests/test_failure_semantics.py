@@ -129,22 +129,20 @@ def test_a_write_refused_by_the_target_with_412_is_not_applied(approved, target,
     assert target.RequestHandlerClass.state.items["x"] == {"colour": "blue"}
 
 
-def test_an_effect_absent_after_a_target_answered_is_failed_not_rolled_back(
+def test_an_effect_gone_after_the_target_accepted_it_is_not_called_never_done(
     approved, settings, at_boundary
 ):
-    """A new file removed by someone right after the write: verification sees the
-    folder as before (absent), and nothing is rolled back."""
+    """The write landed, then someone removed the new file before verification: only a
+    refusal says the effect did not happen. This is a verification failure, and the
+    in-band rollback finds the folder already as it was."""
     op = approved("file")
     at_boundary("executed", lambda _op: (settings.OVERSIGHT_WORKSPACE / "notes/today.md").unlink())
 
     op = drained(op)
 
-    assert op.status == Status.FAILED
-    assert op.result == {
-        "verified": False,
-        "effect": "absent",
-        "error": "the target answered, but verification shows no effect",
-    }
+    assert op.status == Status.ROLLED_BACK
+    assert op.result["effect"] == "uncertain"
+    assert "the target accepted the call, but verification does not show" in op.status_reason
 
 
 def test_compensation_needs_the_forward_entry(propose, accounts):
@@ -363,3 +361,31 @@ def test_an_undo_never_discards_another_approved_write(approved, settings, at_bo
     assert first.status == Status.ALERTED
     assert "holds another approved operation's write" in first.status_reason
     assert path.read_text() == "the second write\n"
+
+
+def test_a_write_is_not_taken_for_done_because_an_earlier_write_had_its_version(
+    approved, settings, at_boundary
+):
+    """v1 → v2 (committed), then an operation puts v1 back and is interrupted after its
+    intent. That v2 was once approved against v1 says nothing about the revert: the
+    takeover must find it absent and write it."""
+    path = settings.OVERSIGHT_WORKSPACE / "notes/today.md"
+    path.parent.mkdir(parents=True)
+    path.write_text("v1\n")
+    v1, v2 = sha256_hex(b"v1\n"), sha256_hex(b"v2\n")
+    assert drained(approved("file", content="v2\n", expected_sha256=v1)).status == "committed"
+    revert = approved("file", content="v1\n", expected_sha256=v2)
+
+    def interrupted(op: Operation) -> None:
+        if op.pk == revert.pk and op.attempts == 1:
+            raise ConnectionResetError("the worker's connection dropped after the intent")
+
+    at_boundary(INTENT, interrupted)
+    revert = drained(revert)
+    assert revert.status == Status.IN_FLIGHT
+    lease_lapses(revert)
+
+    revert = drained(revert)
+
+    assert revert.status == Status.COMMITTED
+    assert path.read_text() == "v1\n"

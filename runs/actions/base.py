@@ -34,6 +34,10 @@ once rests on"):
   the idempotency key, or refuses a stale fencing epoch (``ctx.epoch``). Only then may
   a worker that takes over after an intent, and cannot see the effect, fire again;
   otherwise it takes the uncertain path (at most once, and a person decides).
+- ``absence_is_final(args)``: verification's "absent" also means no earlier attempt
+  can still make the effect appear (its effects are fenced where they land: a lock, a
+  record, a transaction). Where it is not (a request may still be on its way to an
+  HTTP target), a takeover never records an operation as not executed on its own word.
 
 An action that fires outside the database calls ``ctx.confirm_lease()`` as late as it
 can before the effect (inside its own lock, if it takes one): it raises if another
@@ -65,6 +69,10 @@ class NotApplied(Exception):
 
 class NothingToRollBack(Exception):
     """A rollback step cannot see the forward effect, so it does nothing."""
+
+
+class TryLater(Exception):
+    """The target is busy (e.g. locked by another writer): nothing was done this time."""
 
 
 class Effect(StrEnum):
@@ -136,6 +144,10 @@ class Action:
 
     def deduplicates(self, args: Any) -> bool:
         """Whether the target makes a late repeat of this call harmless (see above)."""
+        return self.in_database
+
+    def absence_is_final(self, args: Any) -> bool:
+        """Whether "absent" rules out a late effect of an earlier attempt (see above)."""
         return self.in_database
 
     def describe(self, args: Any) -> dict[str, str]:

@@ -82,6 +82,9 @@ class SendEmail(Action):
     def deduplicates(self, args: EmailArguments) -> bool:
         return True  # Only the attempt that wrote the sent record sends.
 
+    def absence_is_final(self, args: EmailArguments) -> bool:
+        return True  # No record: no attempt can send any more (it is written fenced).
+
     def execute(self, args: EmailArguments, key: str, ctx: Context) -> dict:
         with transaction.atomic():
             ctx.confirm_lease()

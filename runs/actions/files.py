@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
 from django.conf import settings
+from django.db.models import Max
 from pydantic import Field, field_validator
 
 from runs.actions.base import (
@@ -31,9 +32,10 @@ from runs.actions.base import (
     NotApplied,
     NothingToRollBack,
     PreconditionFailed,
+    TryLater,
 )
 from runs.canonical import sha256_hex
-from runs.models import Artifact, Operation
+from runs.models import Artifact, Checkpoint, Operation
 from runs.services.artifacts import INCOMING, read_artifact, store_artifact, write_durably
 
 MAX_CONTENT = 1_000_000
@@ -75,7 +77,7 @@ def current_hash(target: Path) -> str | None:
     return sha256_hex(target.read_bytes()) if target.is_file() else None
 
 
-class FolderBusy(Exception):
+class FolderBusy(TryLater):
     """Another writer held the folder's lock for too long: try again later."""
 
 
@@ -154,6 +156,25 @@ def _approved_writes(path: str, ctx: Context):
     ).exclude(pk=ctx.operation.pk)
 
 
+def _built_upon(path: str, ours: str, ctx: Context) -> bool:
+    """A later write of ``path``, approved against this write's version, found that
+    version there and committed: this write happened, and an approved one replaced it.
+    Later means its intent was recorded after this operation's last one."""
+    ours_intent = Checkpoint.objects.filter(
+        operation=ctx.operation, event="operation.intent"
+    ).aggregate(last=Max("pk"))["last"]
+    return (
+        _approved_writes(path, ctx)
+        .filter(
+            arguments__expected_sha256=ours,
+            status=Operation.Status.COMMITTED,
+            checkpoints__event="operation.intent",
+            checkpoints__pk__gt=ours_intent or 0,
+        )
+        .exists()
+    )
+
+
 class FileWrite(Action):
     name = "file.write"
     Arguments = FileWriteArguments
@@ -193,6 +214,9 @@ class FileWrite(Action):
     def deduplicates(self, args: FileWriteArguments) -> bool:
         return True
 
+    def absence_is_final(self, args: FileWriteArguments) -> bool:
+        return True  # A writer confirms its lease under the lock that verify waits for.
+
     def execute(self, args: FileWriteArguments, key: str, ctx: Context) -> dict:
         content = args.content.encode()
         write_locked(resolve(args.path), content, before=args.expected_sha256, ctx=ctx)
@@ -203,13 +227,11 @@ class FileWrite(Action):
         with folder_lock(target.parent, shared=True):
             found = current_hash(target)
         ours = sha256_hex(args.content.encode())
-        if (
-            found == ours
-            or _approved_writes(args.path, ctx).filter(arguments__expected_sha256=ours).exists()
-        ):
-            # There, or a later operation was approved against it and found it there.
+        if found == ours:
             return Effect.APPLIED
-        return Effect.ABSENT if found == args.expected_sha256 else Effect.UNCERTAIN
+        if found == args.expected_sha256:
+            return Effect.ABSENT
+        return Effect.APPLIED if _built_upon(args.path, ours, ctx) else Effect.UNCERTAIN
 
     def undo(self, args: FileWriteArguments, key: str, ctx: Context) -> None:
         """Put the file back as the reviewer approved against: its previous version (an

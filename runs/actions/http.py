@@ -202,6 +202,7 @@ class HttpRequest(Action):
         if self._unchanged(args, fetch(args.verify.url), ctx):
             raise NothingToRollBack(f"GET {args.verify.url} shows the state from before the call")
         headers = {FENCING_HEADER: str(ctx.epoch)}
+        ctx.confirm_lease()
         answer = send(args.compensate, f"{key}:compensate", headers)
         if not 200 <= answer.status < 300:
             raise ExecutionFailed(f"compensation {args.compensate.url} answered {answer.status}")

@@ -6,15 +6,19 @@ executor"):
    → committed. Absent → carry on as a first attempt only if the target makes a late
    repeat of that earlier attempt harmless (``Action.deduplicates``); otherwise, and
    whenever the answer is uncertain, the rollback plan (which alerts a person when it
-   cannot see the effect). "Not verified" is never read as "never fired".
+   cannot see the effect). "Not verified" is never read as "never fired": where the
+   earlier attempt's effect may still land (``Action.absence_is_final``), a cancel, a
+   failed precondition or a refusal after the takeover is uncertain, not "not executed".
 2. Re-check cancel and the precondition, capture what undo needs, and record the intent
    with the epoch about to fire, in a transaction that is also the last cancel check.
 3. Confirm the lease (this epoch, time left, in the database's clock) and execute with
    the idempotency key outside any transaction — or, for an effect inside Oversight's
    database, execute, verify and record the outcome in one transaction under the lease.
-4. Verify: applied → committed. Refused by the target (``NotApplied``), or absent
-   although the target answered → failed: the effect did not happen, nothing is rolled
-   back. Anything else → verify_failed, then the rollback plan.
+4. Verify: applied → committed. Refused by the target (``NotApplied``) → failed: the
+   effect did not happen, nothing is rolled back. Anything else (absent although the
+   target accepted the call, uncertain, an error) → verify_failed, then the rollback
+   plan. A rollback step of a target that does not deduplicate is not repeated after an
+   interruption: a person checks.
 
 A heartbeat renews the lease while the action runs; a worker that loses it fires
 nothing further and records nothing (``LeaseLost``, ``StaleVersion``). An unexpected
@@ -37,6 +41,7 @@ from runs.actions.base import (
     NotApplied,
     NothingToRollBack,
     PreconditionFailed,
+    TryLater,
 )
 from runs.actions.registry import get_action, parse_arguments
 from runs.actors import Actor
@@ -54,6 +59,7 @@ log = logging.getLogger(__name__)
 Status = Operation.Status
 # Still this worker's to record: the lease ends with anything else.
 HELD = (Status.IN_FLIGHT, Status.VERIFY_FAILED)
+ROLLBACK_INTENT = "operation.rollback_intent"
 
 
 class Execution:
@@ -64,6 +70,8 @@ class Execution:
         self.action = get_action(operation.action)
         self.key = operation.idempotency_key
         self.ctx = Context(operation=operation, intent=operation.intent or {}, lease=self.lease)
+        # An earlier attempt recorded its intent, and its effect may still land.
+        self.earlier_may_fire = False
 
     def run(self) -> None:
         """Drive the operation as far as this worker can; never raises for the
@@ -84,22 +92,23 @@ class Execution:
         except InvalidInput as error:
             return self._unusable(f"the approved arguments no longer fit the action: {error}")
         if self.op.status == Status.VERIFY_FAILED:
-            return self._roll_back("resumed after an interrupted rollback")
-        if self.op.intent is not None and not self._absent_for_good():
+            return self._resume_rollback()
+        if self.op.intent is not None and not self._may_carry_on():
             return
         if self._cancelled():
-            return self._record(Status.CANCELLED, "run cancelled before the effect fired")
+            return self._end_unfired(Status.CANCELLED, "run cancelled before the effect fired")
         try:
             self.action.precondition(self.args, self.ctx)
         except PreconditionFailed as error:
-            return self._not_executed(Status.PRECONDITION_FAILED, str(error))
-        if self._record_intent(self.action.snapshot(self.args, self.ctx)):
-            reach(INTENT, self.op)
-            self._fire()
+            return self._end_unfired(Status.PRECONDITION_FAILED, str(error))
+        if not self._record_intent(self.action.snapshot(self.args, self.ctx)):
+            return self._end_unfired(Status.CANCELLED, "run cancelled before the effect fired")
+        reach(INTENT, self.op)
+        self._fire()
 
-    def _absent_for_good(self) -> bool:
-        """An earlier attempt recorded its intent. Settle what verification shows, or
-        say the effect is absent and no earlier attempt can still make it appear."""
+    def _may_carry_on(self) -> bool:
+        """An earlier attempt recorded its intent, so it may have fired. Settle what
+        verification shows, unless the effect is absent and firing again is harmless."""
         effect = self._verify()
         if effect == Effect.APPLIED:
             self._record(
@@ -117,7 +126,17 @@ class Execution:
                 "it and the target does not deduplicate: firing again could make it twice"
             )
             return False
+        self.earlier_may_fire = not self.action.absence_is_final(self.args)
         return True
+
+    def _end_unfired(self, status: str, why: str) -> None:
+        """End without firing — unless an earlier attempt's effect may still land, when
+        "not executed" would be a guess."""
+        if self.earlier_may_fire:
+            return self._uncertain(f"{why}; but the earlier attempt's effect may still land")
+        if status == Status.CANCELLED:
+            return self._record(status, why)
+        self._not_executed(status, why)
 
     def _fire(self) -> None:
         if self.action.in_database:
@@ -128,8 +147,8 @@ class Execution:
             output = self.action.execute(self.args, self.key, self.ctx)
         except NotApplied as exc:
             refusal = str(exc)
-        except LeaseLost:
-            raise
+        except (LeaseLost, TryLater):
+            raise  # Nothing fired: retried by a later attempt, if one is still due.
         except Exception as exc:  # The effect may still have happened: verify decides.
             error = f"{type(exc).__name__}: {exc}"
         reach(EXECUTED, self.op)
@@ -157,16 +176,25 @@ class Execution:
             self._roll_back(self.op.status_reason)
 
     def _settle(self, effect: Effect, output: Any, refusal: str, error: str) -> str:
-        """Record what the attempt achieved; returns the status recorded."""
+        """Record what the attempt achieved; returns the status recorded. Only the
+        target's refusal says the effect did not happen: absent after it accepted the
+        call may be an effect still on its way (or already undone by someone)."""
         if effect == Effect.APPLIED:
             result = {"verified": True, "effect": effect, "output": output}
             self._record(Status.COMMITTED, "executed and verified", result=result)
-        elif refusal or (effect == Effect.ABSENT and not error):
-            why = refusal or "the target answered, but verification shows no effect"
-            result = {"verified": False, "effect": Effect.ABSENT, "error": why}
-            self._record(Status.FAILED, f"the effect did not happen: {why}", result=result)
+        elif refusal and not self.earlier_may_fire:
+            result = {"verified": False, "effect": Effect.ABSENT, "error": refusal}
+            self._record(Status.FAILED, f"the effect did not happen: {refusal}", result=result)
         else:
-            why = error or "verification cannot confirm the effect as approved"
+            why = (
+                refusal
+                or error
+                or (
+                    "the target accepted the call, but verification does not show the effect"
+                    if effect == Effect.ABSENT
+                    else "verification cannot confirm the effect as approved"
+                )
+            )
             self._record(
                 Status.VERIFY_FAILED,
                 why,
@@ -199,6 +227,8 @@ class Execution:
         step, outcome = steps[kind]
         done = f"verification failed ({why}); {kind} rollback done"
         in_database = self.action.in_database
+        if not self._repeatable():  # So that a takeover knows the step may have been taken.
+            self._record(Status.VERIFY_FAILED, f"{kind} rollback", event=ROLLBACK_INTENT)
         try:
             with transaction.atomic() if in_database else nullcontext():
                 self.lease.confirm()
@@ -208,20 +238,42 @@ class Execution:
         except (LeaseLost, StaleVersion):
             raise
         except NothingToRollBack as nothing:
+            self._reload()
             return self._alert(f"verification failed ({why}); nothing was rolled back: {nothing}")
         except Exception as exc:
+            self._reload()
             return self._alert(f"verification failed ({why}) and the {kind} rollback failed: {exc}")
         if not in_database:
             self._record(outcome, done)
+
+    def _resume_rollback(self) -> None:
+        """An earlier worker stopped during the rollback plan. A step that is safe to
+        repeat (in the database, or at a target that deduplicates) is taken again;
+        otherwise, if it may have been taken already, a person must check."""
+        if self.op.checkpoints.filter(event=ROLLBACK_INTENT).exists() and not self._repeatable():
+            return self._alert(
+                "an interrupted worker may already have taken the rollback step, and the "
+                "target does not deduplicate: taking it again could reverse the effect twice"
+            )
+        self._roll_back("resumed after an interrupted rollback")
+
+    def _repeatable(self) -> bool:
+        """Whether taking a step again after an interruption is harmless."""
+        return self.action.in_database or self.action.deduplicates(self.args)
+
+    def _reload(self) -> None:
+        """Read the operation again after a rolled-back transaction (whose record may
+        have moved the instance on); raise if another worker holds it now."""
+        self.op.refresh_from_db()
+        if self.op.status not in HELD or self.op.fencing_epoch != self.lease.epoch:
+            raise LeaseLost(f"operation {self.op.pk} was recorded or taken over meanwhile")
 
     def _attempt_failed(self, error: Exception) -> None:
         """An unexpected error: retried by a later attempt after a backoff, until the
         attempt budget is spent."""
         why = f"{type(error).__name__}: {error}"
         log.warning("operation %s, attempt %s: %s", self.op.pk, self.op.attempts, why)
-        self.op.refresh_from_db()
-        if self.op.status not in HELD or self.op.fencing_epoch != self.lease.epoch:
-            return  # Recorded meanwhile, or no longer ours.
+        self._reload()
         if self.op.attempts < settings.OVERSIGHT_MAX_ATTEMPTS:
             backoff = min(self.lease.length, timedelta(seconds=2**self.op.attempts))
             return self._record(
@@ -251,10 +303,9 @@ class Execution:
 
     @transaction.atomic
     def _record_intent(self, snapshot: dict) -> bool:
-        """Record the intent, unless the run was cancelled: under the run lock, this is
-        the last cancel check before the effect fires."""
+        """Record the intent, unless the run was cancelled (False): under the run lock,
+        this is the last cancel check before the effect fires."""
         if lock_run(self.op.run_id).cancel_requested:
-            self._record(Status.CANCELLED, "run cancelled before the effect fired")
             return False
         self.ctx.intent = snapshot
         self._record(

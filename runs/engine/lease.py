@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
-from django.db import DatabaseError, connections, transaction
+from django.db import connection, connections, transaction
 from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
 
@@ -86,7 +86,8 @@ class Lease:
                 try:
                     if not self.renew():
                         return
-                except DatabaseError as error:  # Busy: the next beat (or confirm) decides.
+                except Exception as error:  # Busy or gone: the next beat (or confirm) decides.
                     log.warning("lease of operation %s not renewed: %s", self.operation.pk, error)
+                    connection.close_if_unusable_or_obsolete()
         finally:
             connections.close_all()  # This thread's connections only.

@@ -35,17 +35,8 @@ class Worker:
         self.next_housekeeping = 0.0
 
     def step(self) -> bool:
-        """Expire what is overdue, settle abandoned agent operations, deliver due alerts,
-        once a minute notify reviewers and clear killed writers' temporary files, and
-        drive one operation."""
-        now = db_now()  # What is due; a claim reads the clock again for its lease.
-        did_work = expire_due_operations(now) > 0
-        did_work |= sweep_agent_operations(now) > 0
-        did_work |= deliver_due(now) > 0
-        if time.monotonic() >= self.next_housekeeping:
-            self.next_housekeeping = time.monotonic() + HOUSEKEEPING_EVERY_SECONDS
-            notify_reviewers()
-            clear_leftovers()
+        """Do the housekeeping, then drive one operation; say whether there was work."""
+        did_work = self.housekeeping()
         operation = claim_next(worker=self.name, lease=self.lease)
         if operation is None:
             return did_work
@@ -60,6 +51,24 @@ class Worker:
             # lease lapses and a later attempt resumes; the worker goes on.
             log.exception("%s: operation %s", self.name, operation.pk)
         return True
+
+    def housekeeping(self) -> bool:
+        """Expire what is overdue, settle abandoned agent operations, deliver due alerts,
+        and once a minute notify reviewers and clear killed writers' temporary files. A
+        failure here (a database busy past its timeout) is logged, and the step goes on."""
+        try:
+            now = db_now()  # What is due; a claim reads the clock again for its lease.
+            did_work = expire_due_operations(now) > 0
+            did_work |= sweep_agent_operations(now) > 0
+            did_work |= deliver_due(now) > 0
+            if time.monotonic() >= self.next_housekeeping:
+                self.next_housekeeping = time.monotonic() + HOUSEKEEPING_EVERY_SECONDS
+                notify_reviewers()
+                clear_leftovers()
+        except Exception:
+            log.exception("worker %s: housekeeping failed", self.name)
+            return False
+        return did_work
 
     def drain(self) -> None:
         """Work until nothing is ready (``runworker --once``)."""

@@ -1,6 +1,7 @@
 from datetime import timedelta
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 
 from runs.engine.worker import Worker
 
@@ -23,6 +24,9 @@ class Command(BaseCommand):
         lease = timedelta(seconds=lease_seconds) if lease_seconds else None
         worker = Worker(name=name, lease=lease)
         if once:
-            worker.drain()
+            try:
+                worker.drain()
+            except DatabaseError as error:  # Busy past its timeout, or unreachable.
+                raise CommandError(f"runworker --once stopped: the database: {error}") from None
         else:
             worker.run(idle_seconds=idle_seconds)
