@@ -129,6 +129,13 @@ def target(settings):
 
 
 @pytest.fixture
+def deduplicating(settings, target):
+    """The target is declared to deduplicate (its /items/ honour Idempotency-Key and
+    Oversight-Fencing-Epoch): a worker taking over after an intent may fire again."""
+    settings.OVERSIGHT_HTTP_DEDUPLICATING_HOSTS = settings.OVERSIGHT_HTTP_ALLOWED_HOSTS
+
+
+@pytest.fixture
 def accounts(project):
     return {
         name: Account.objects.create(project=project, name=name, balance=balance)

@@ -1,8 +1,10 @@
 """Run real child processes against the test database (crash and concurrency tests)."""
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from django.conf import settings
@@ -56,3 +58,21 @@ def wait_for_line(process: subprocess.Popen, expected: str) -> None:
     if line != expected:
         process.kill()
         raise AssertionError(f"child said {line!r}, not {expected!r}: {process.stderr.read()}")
+
+
+# The child workers of tests.child hold one-second leases.
+CHILD_LEASE_LAPSED = 1.3
+
+
+def crash_worker_at(boundary: str, sabotage: str = "") -> None:
+    """A worker process that kills itself (SIGKILL) at ``boundary`` of the protocol."""
+    child = spawn("worker-crash-at", boundary, *([sabotage] if sabotage else []))
+    assert child.wait(timeout=60) == -signal.SIGKILL, child.stderr.read()
+
+
+def take_over(**env: str) -> None:
+    """Another worker process, once a child worker's lease has lapsed, drains what is
+    ready (with ``env`` added to its environment)."""
+    time.sleep(CHILD_LEASE_LAPSED)
+    done = manage("runworker", "--once", "--lease-seconds", "5", **env)
+    assert done.returncode == 0, done.stderr

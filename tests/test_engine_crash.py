@@ -4,29 +4,17 @@ the effect has fired exactly once — for the file, ledger and HTTP actions. The
 orders are shown failing the same way we pass."""
 
 import signal
-import time
 
 import pytest
 
 from runs.canonical import sha256_hex
 from runs.engine.boundaries import CLAIMED, EXECUTED, INTENT, ROLLING_BACK, VERIFIED
 from runs.models import Account, Checkpoint, LedgerEntry, Operation
-from tests.processes import manage, spawn
+from tests.processes import crash_worker_at, spawn, take_over
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE_RECORD = [CLAIMED, INTENT, EXECUTED, VERIFIED]
-
-
-def crash_worker_at(boundary: str, sabotage: str = "") -> None:
-    child = spawn("worker-crash-at", boundary, *([sabotage] if sabotage else []))
-    assert child.wait(timeout=60) == -signal.SIGKILL, child.stderr.read()
-
-
-def resume() -> None:
-    time.sleep(1.2)  # The killed worker's one-second lease runs out.
-    finished = manage("runworker", "--once", "--lease-seconds", "5")
-    assert finished.returncode == 0, finished.stderr
 
 
 def fired(kind: str, op: Operation, target) -> int:
@@ -44,12 +32,6 @@ def claims(op: Operation) -> int:
     ).count()
 
 
-@pytest.fixture
-def deduplicating(settings, target):
-    """The target is declared to honour Idempotency-Key (it does): a takeover may fire."""
-    settings.OVERSIGHT_HTTP_DEDUPLICATING_HOSTS = settings.OVERSIGHT_HTTP_ALLOWED_HOSTS
-
-
 @pytest.mark.parametrize("boundary", BEFORE_RECORD)
 @pytest.mark.parametrize("kind", ["ledger", "http"])
 def test_killed_worker_is_resumed_and_the_effect_fires_once(
@@ -57,7 +39,7 @@ def test_killed_worker_is_resumed_and_the_effect_fires_once(
 ):
     op = approved(kind)
     crash_worker_at(boundary)
-    resume()
+    take_over()
 
     op.refresh_from_db()
     assert op.status == "committed"
@@ -70,7 +52,7 @@ def test_killed_worker_is_resumed_and_the_effect_fires_once(
 def test_a_target_that_does_not_deduplicate_is_verified_on_resume(approved, target, boundary):
     op = approved("http-naive")
     crash_worker_at(boundary)
-    resume()
+    take_over()
 
     op.refresh_from_db()
     assert op.status == "committed"
@@ -82,7 +64,7 @@ def test_a_target_that_does_not_deduplicate_is_not_fired_again_after_an_intent(a
     again could apply the effect twice: at most once, and a person decides."""
     op = approved("http-naive")
     crash_worker_at(INTENT)
-    resume()
+    take_over()
 
     op.refresh_from_db()
     assert op.status == "alerted"
@@ -96,7 +78,7 @@ def test_killed_file_write_is_resumed_and_written_once(approved, settings, bound
     path = settings.OVERSIGHT_WORKSPACE / "notes/today.md"
     crash_worker_at(boundary)
     inode = path.stat().st_ino if path.exists() else None
-    resume()
+    take_over()
 
     op.refresh_from_db()
     assert op.status == "committed"
@@ -111,7 +93,7 @@ def test_killed_during_in_band_rollback_restores_the_file_once(approved, setting
     path.write_text("previous\n")
     op = approved("file", expected_sha256=sha256_hex(b"previous\n"))
     crash_worker_at(ROLLING_BACK, "file")
-    resume()
+    take_over()
 
     op.refresh_from_db()
     assert op.status == "rolled_back"
@@ -121,7 +103,7 @@ def test_killed_during_in_band_rollback_restores_the_file_once(approved, setting
 def test_killed_during_compensation_compensates_once(approved, accounts):
     op = approved("ledger")
     crash_worker_at(ROLLING_BACK, "ledger")
-    resume()
+    take_over()
 
     op.refresh_from_db()
     assert op.status == "compensated"
@@ -133,7 +115,7 @@ def test_killed_during_compensation_compensates_once(approved, accounts):
 def test_killed_during_http_compensation_compensates_once(approved, target):
     op = approved("http-rigged")
     crash_worker_at(ROLLING_BACK)
-    resume()
+    take_over()
 
     op.refresh_from_db()
     assert op.status == "compensated"
@@ -164,7 +146,7 @@ def test_fire_then_mark_without_verifying_first_fires_twice(approved, target):
 def test_our_order_fires_once_against_a_target_that_ignores_keys(approved, target):
     op = approved("http-naive")
     crash_worker_at(EXECUTED)
-    resume()
+    take_over()
 
     op.refresh_from_db()
     assert op.status == "committed"

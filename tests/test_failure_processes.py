@@ -5,7 +5,6 @@ both commit; an email that may have left is never recorded as "not executed"; an
 the invariants see two epochs firing where a repeat could apply twice."""
 
 import signal
-import time
 from datetime import timedelta
 from decimal import Decimal
 from io import StringIO
@@ -21,17 +20,9 @@ from runs.models import Account, Alert, LedgerEntry, Operation
 from runs.services.runs import cancel_run, start_run
 from tests.conftest import AGENT
 from tests.helpers import decide_on
-from tests.processes import manage, spawn, wait_for_line
+from tests.processes import crash_worker_at, manage, spawn, take_over, wait_for_line
 
 pytestmark = pytest.mark.django_db(transaction=True)
-LEASE_LAPSED = 1.3  # The child workers' lease is one second.
-
-
-def take_over() -> None:
-    """Another worker, once the first one's lease lapsed."""
-    time.sleep(LEASE_LAPSED)
-    done = manage("runworker", "--once", "--lease-seconds", "5")
-    assert done.returncode == 0, done.stderr
 
 
 def pause_worker_at(boundary: str):
@@ -43,12 +34,6 @@ def pause_worker_at(boundary: str):
 def wake(worker) -> None:
     worker.send_signal(signal.SIGCONT)
     assert worker.wait(timeout=60) == 0, worker.stderr.read()
-
-
-@pytest.fixture
-def deduplicating(settings, target):
-    """The target is declared to honour Idempotency-Key (its /items/ do)."""
-    settings.OVERSIGHT_HTTP_DEDUPLICATING_HOSTS = settings.OVERSIGHT_HTTP_ALLOWED_HOSTS
 
 
 # --- A worker paused past its lease ----------------------------------------------------
@@ -124,8 +109,7 @@ def test_the_invariants_see_two_epochs_fire_where_the_target_does_not_deduplicat
     """Declared deduplicating, a takeover fires again; had the declaration been wrong,
     that second firing could have applied twice, and check_invariants says so."""
     op = approved("http")
-    crashed = spawn("worker-crash-at", INTENT)
-    assert crashed.wait(timeout=60) == -signal.SIGKILL
+    crash_worker_at(INTENT)
     take_over()
     settings.OVERSIGHT_HTTP_DEDUPLICATING_HOSTS = []
     out, err = StringIO(), StringIO()
@@ -197,11 +181,8 @@ def test_an_email_that_may_have_left_is_never_recorded_as_not_executed(
         cancel_run(run=run, actor=Actor.of_user(admin_user), reason="stop everything")
     else:
         env["OVERSIGHT_EMAIL_ALLOWED_DOMAINS"] = "elsewhere.example"
-    time.sleep(LEASE_LAPSED)
+    take_over(**env)
 
-    done = manage("runworker", "--once", **env)
-
-    assert done.returncode == 0, done.stderr
     op.refresh_from_db()
     assert op.status == "alerted"
     assert "cannot tell whether the effect happened" in op.status_reason
@@ -214,8 +195,7 @@ def test_a_cancel_after_a_takeover_is_not_called_unfired_where_the_call_may_stil
     """The dead worker recorded its intent; its request, if sent, may still be on its way
     to the target, so "cancelled before the effect fired" would be a guess."""
     op = approved("http")
-    crashed = spawn("worker-crash-at", INTENT)
-    assert crashed.wait(timeout=60) == -signal.SIGKILL
+    crash_worker_at(INTENT)
     cancel_run(run=run, actor=Actor.of_user(admin_user), reason="stop everything")
     take_over()
 

@@ -91,6 +91,10 @@ class Effect(StrEnum):
             return cls.APPLIED if answer else cls.UNCERTAIN
         raise TypeError(f"verify must answer an Effect or a bool, not {answer!r}")
 
+    def observation(self, **more) -> dict:
+        """The result an operation ending on this effect records: what the agent reads."""
+        return {"verified": self is Effect.APPLIED, "effect": self.value, **more}
+
 
 class Lease(Protocol):
     epoch: int

@@ -69,8 +69,14 @@ class Expectation(Arguments):
         fields = body if isinstance(body, dict) else {}
         return {"status": status, "fields": {k: fields.get(k) for k in self.json_fields}}
 
-    def met_by(self, status: int, body: Any) -> bool:
-        return self.seen(status, body) == {"status": self.status, "fields": self.json_fields}
+    def shortfall(self, answer: "Answer") -> str:
+        """How ``answer`` falls short of this expectation ("" when it meets it)."""
+        if answer.status != self.status:
+            return f"GET {self.url} answered {answer.status}, not {self.status}"
+        fields = self.seen(answer.status, answer.body)["fields"]
+        if fields != self.json_fields:
+            return f"GET {self.url} shows {fields}, not {self.json_fields}"
+        return ""
 
 
 class Call(Arguments):
@@ -130,16 +136,6 @@ def _open(request: urllib.request.Request) -> Answer:
         raise failure from cause if isinstance(cause, BaseException) else error
 
 
-def meets(expectation: Expectation) -> tuple[bool, str]:
-    answer = fetch(expectation.url)
-    if answer.status != expectation.status:
-        return False, f"GET {expectation.url} answered {answer.status}, not {expectation.status}"
-    fields = expectation.seen(answer.status, answer.body)["fields"]
-    if fields != expectation.json_fields:
-        return False, f"GET {expectation.url} shows {fields}, not {expectation.json_fields}"
-    return True, ""
-
-
 class HttpRequest(Action):
     name = "http.request"
     Arguments = HttpRequestArguments
@@ -170,8 +166,8 @@ class HttpRequest(Action):
         except ValueError as error:
             raise PreconditionFailed(f"no longer allowed: {error}") from None
         if args.precondition:
-            ok, why = meets(args.precondition)
-            if not ok:
+            why = args.precondition.shortfall(fetch(args.precondition.url))
+            if why:
                 raise PreconditionFailed(why)
 
     def snapshot(self, args: HttpRequestArguments, ctx: Context) -> dict:
@@ -184,8 +180,7 @@ class HttpRequest(Action):
         etag = ctx.intent.get("before", {}).get("etag")
         if etag and args.url == args.verify.url:
             headers["If-Match"] = etag
-        ctx.confirm_lease()
-        answer = send(args, key, headers)
+        answer = send(args, key, headers)  # The worker confirmed its lease just before.
         if 200 <= answer.status < 300:
             return {"status": answer.status, "body": answer.body}
         if 400 <= answer.status < 500:
@@ -194,7 +189,7 @@ class HttpRequest(Action):
 
     def verify(self, args: HttpRequestArguments, key: str, ctx: Context) -> Effect:
         answer = fetch(args.verify.url)  # Unreachable: raised, and retried later.
-        if args.verify.met_by(answer.status, answer.body):
+        if not args.verify.shortfall(answer):
             return Effect.APPLIED
         return Effect.ABSENT if self._unchanged(args, answer, ctx) else Effect.UNCERTAIN
 
@@ -202,7 +197,7 @@ class HttpRequest(Action):
         if self._unchanged(args, fetch(args.verify.url), ctx):
             raise NothingToRollBack(f"GET {args.verify.url} shows the state from before the call")
         headers = {FENCING_HEADER: str(ctx.epoch)}
-        ctx.confirm_lease()
+        ctx.confirm_lease()  # Again: the GET above may have taken a while.
         answer = send(args.compensate, f"{key}:compensate", headers)
         if not 200 <= answer.status < 300:
             raise ExecutionFailed(f"compensation {args.compensate.url} answered {answer.status}")

@@ -12,12 +12,13 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Router, Status
 
+from runs.actions.base import Effect
 from runs.actors import Actor
 from runs.api import schemas as s
 from runs.api.limits import LimitExceeded, check_json
 from runs.canonical import sha256_hex
 from runs.clock import db_now
-from runs.engine.claims import RESUMABLE, take_lease
+from runs.engine.claims import LEASED, take_lease
 from runs.errors import (
     IllegalTransition,
     InvalidInput,
@@ -267,7 +268,7 @@ def claim(request, pk: int, body: s.ClaimIn):
         now = db_now()
         held = operation.lease_expires_at and operation.lease_expires_at > now
         if operation.status != Operation.Status.APPROVED and (
-            operation.status not in RESUMABLE or held
+            operation.status not in LEASED or held
         ):
             raise StaleVersion(f"operation {pk} is {operation.status} and cannot be claimed now")
         expires = now + timedelta(seconds=body.lease_seconds)
@@ -368,12 +369,7 @@ def report(request, pk: int, body: s.ReportIn):
                 f"operation {pk} has no intent recorded: the intent comes before the effect"
             )
         to, why = REPORTED[effect], _reported_reason(effect, body.error)
-        observation = {
-            "verified": effect == "applied",
-            "effect": effect,
-            "output": body.output,
-            "error": body.error,
-        }
+        observation = Effect(effect).observation(output=body.output, error=body.error)
         changes = {"result": observation, "status_reason": why}
         if to != Operation.Status.VERIFY_FAILED:
             changes["lease_expires_at"] = None  # Nothing left to do under it.

@@ -22,8 +22,9 @@ from runs.models import Operation, Run
 from runs.transitions import transition_operation
 
 CANDIDATES = 20
-# In flight or rolling back: with an expired lease, claimed again where it stands.
-RESUMABLE = (Operation.Status.IN_FLIGHT, Operation.Status.VERIFY_FAILED)
+# In flight or rolling back: held under a lease, and claimed again where it stands once
+# the lease expired.
+LEASED = (Operation.Status.IN_FLIGHT, Operation.Status.VERIFY_FAILED)
 
 
 def claimable(now: datetime):
@@ -31,7 +32,7 @@ def claimable(now: datetime):
     middle of execution or rollback with an expired lease. Runs halted for
     reconciliation are left alone until a person resolves their alert."""
     fresh = Q(status=Operation.Status.APPROVED, approval_expires_at__gt=now)
-    abandoned = Q(status__in=RESUMABLE, lease_expires_at__lte=now)
+    abandoned = Q(status__in=LEASED, lease_expires_at__lte=now)
     return (
         Operation.objects.filter(fresh | abandoned, executor=Operation.Executor.SERVER)
         .exclude(run__reason=Run.Reason.RECONCILIATION)

@@ -47,6 +47,7 @@ from runs.actions.registry import get_action, parse_arguments
 from runs.actors import Actor
 from runs.clock import db_now
 from runs.engine.boundaries import EXECUTED, INTENT, ROLLING_BACK, VERIFIED, reach
+from runs.engine.claims import LEASED
 from runs.engine.lease import Lease, LeaseLost
 from runs.errors import InvalidInput, StaleVersion
 from runs.models import Operation, Run
@@ -57,8 +58,6 @@ from runs.transitions import ArtifactRef, lock_run, transition_operation
 
 log = logging.getLogger(__name__)
 Status = Operation.Status
-# Still this worker's to record: the lease ends with anything else.
-HELD = (Status.IN_FLIGHT, Status.VERIFY_FAILED)
 ROLLBACK_INTENT = "operation.rollback_intent"
 
 
@@ -114,7 +113,7 @@ class Execution:
             self._record(
                 Status.COMMITTED,
                 "verified on resume: the effect was already there",
-                result={"verified": True, "effect": effect, "recovered": True},
+                result=effect.observation(recovered=True),
             )
             return False
         if effect == Effect.UNCERTAIN:
@@ -180,25 +179,18 @@ class Execution:
         target's refusal says the effect did not happen: absent after it accepted the
         call may be an effect still on its way (or already undone by someone)."""
         if effect == Effect.APPLIED:
-            result = {"verified": True, "effect": effect, "output": output}
+            result = effect.observation(output=output)
             self._record(Status.COMMITTED, "executed and verified", result=result)
         elif refusal and not self.earlier_may_fire:
-            result = {"verified": False, "effect": Effect.ABSENT, "error": refusal}
+            result = Effect.ABSENT.observation(error=refusal)
             self._record(Status.FAILED, f"the effect did not happen: {refusal}", result=result)
-        else:
-            why = (
-                refusal
-                or error
-                or (
-                    "the target accepted the call, but verification does not show the effect"
-                    if effect == Effect.ABSENT
-                    else "verification cannot confirm the effect as approved"
-                )
+        elif effect == Effect.ABSENT and not (refusal or error):
+            self._record_uncertain(
+                "the target accepted the call, but verification does not show the effect"
             )
-            self._record(
-                Status.VERIFY_FAILED,
-                why,
-                result={"verified": False, "effect": Effect.UNCERTAIN, "error": why},
+        else:
+            self._record_uncertain(
+                refusal or error or "verification cannot confirm the effect as approved"
             )
         return self.op.status
 
@@ -206,9 +198,11 @@ class Execution:
         return Effect.of(self.action.verify(self.args, self.key, self.ctx))
 
     def _uncertain(self, why: str) -> None:
-        result = {"verified": False, "effect": Effect.UNCERTAIN, "error": why}
-        self._record(Status.VERIFY_FAILED, why, result=result)
+        self._record_uncertain(why)
         self._roll_back(why)
+
+    def _record_uncertain(self, why: str) -> None:
+        self._record(Status.VERIFY_FAILED, why, result=Effect.UNCERTAIN.observation(error=why))
 
     def _roll_back(self, why: str) -> None:
         """Undo or compensate, fenced like the effect itself; a step that cannot see the
@@ -265,7 +259,7 @@ class Execution:
         """Read the operation again after a rolled-back transaction (whose record may
         have moved the instance on); raise if another worker holds it now."""
         self.op.refresh_from_db()
-        if self.op.status not in HELD or self.op.fencing_epoch != self.lease.epoch:
+        if self.op.status not in LEASED or self.op.fencing_epoch != self.lease.epoch:
             raise LeaseLost(f"operation {self.op.pk} was recorded or taken over meanwhile")
 
     def _attempt_failed(self, error: Exception) -> None:
@@ -294,8 +288,7 @@ class Execution:
         one, the effect is uncertain and cannot be verified: a person must look."""
         if self.op.intent is None:
             return self._not_executed(Status.PRECONDITION_FAILED, why)
-        result = {"verified": False, "effect": Effect.UNCERTAIN, "error": why}
-        self._record(Status.VERIFY_FAILED, why, result=result)
+        self._record_uncertain(why)
         self._alert(f"cannot verify or roll back: {why}")
 
     def _cancelled(self) -> bool:
@@ -356,7 +349,7 @@ class Execution:
         if result is not None:
             fields["result"] = result
             fields["status_reason"] = reason
-        if to not in HELD:
+        if to not in LEASED:
             fields["lease_expires_at"] = None
         detail = {**(detail or {}), **({"observation": result} if result is not None else {})}
         transition_operation(

@@ -19,7 +19,7 @@ from django.db import connection, connections, transaction
 from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
 
-from runs.engine.claims import RESUMABLE
+from runs.engine.claims import LEASED
 from runs.models import Operation
 from runs.transitions import lock_run
 
@@ -43,7 +43,7 @@ class Lease:
         renewed = Operation.objects.filter(
             pk=self.operation.pk,
             fencing_epoch=self.epoch,
-            status__in=RESUMABLE,
+            status__in=LEASED,
             lease_expires_at__gt=Now(),
         ).update(
             lease_expires_at=ExpressionWrapper(

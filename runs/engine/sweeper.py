@@ -23,9 +23,10 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 
+from runs.actions.base import Effect
 from runs.actors import Actor
 from runs.clock import db_now
-from runs.engine.claims import RESUMABLE
+from runs.engine.claims import LEASED
 from runs.models import Operation
 from runs.services.alerts import raise_alert
 from runs.transitions import lock_run, transition_operation
@@ -48,7 +49,7 @@ def _abandoned(now: datetime):
     # Served by operation_lease_idx (status in flight or verify_failed, by lease expiry).
     cutoff = now - timedelta(seconds=settings.OVERSIGHT_AGENT_GRACE_SECONDS)
     return Operation.objects.filter(
-        executor=Operation.Executor.AGENT, status__in=RESUMABLE, lease_expires_at__lt=cutoff
+        executor=Operation.Executor.AGENT, status__in=LEASED, lease_expires_at__lt=cutoff
     )
 
 
@@ -62,31 +63,19 @@ def _settle(op_id: int, run_id: int, now: datetime) -> bool:
         _alert(operation, "the agent did not report its rollback")
     elif operation.intent is not None:
         why = "the agent's lease lapsed after its intent: the effect may have happened"
-        transition_operation(
-            operation=operation,
-            to=Status.VERIFY_FAILED,
-            actor=SWEEPER,
-            reason=why,
-            changes={
-                "status_reason": why,
-                "result": {"verified": False, "effect": "uncertain", "error": why},
-            },
-        )
+        _end(operation, Status.VERIFY_FAILED, Effect.UNCERTAIN, why)
         _alert(operation, why)
     else:
         why = "the agent's lease lapsed before its intent: nothing fired"
-        transition_operation(
-            operation=operation,
-            to=Status.FAILED,
-            actor=SWEEPER,
-            reason=why,
-            changes={
-                "status_reason": why,
-                "lease_expires_at": None,
-                "result": {"verified": False, "effect": "absent", "error": why},
-            },
-        )
+        _end(operation, Status.FAILED, Effect.ABSENT, why)
     return True
+
+
+def _end(operation: Operation, to: str, effect: Effect, why: str) -> None:
+    changes = {"status_reason": why, "result": effect.observation(error=why)}
+    if to not in LEASED:
+        changes["lease_expires_at"] = None  # Nothing is left to do under it.
+    transition_operation(operation=operation, to=to, actor=SWEEPER, reason=why, changes=changes)
 
 
 def _alert(operation: Operation, summary: str) -> None:

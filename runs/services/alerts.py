@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from runs.actions.base import Effect
 from runs.actors import Actor
 from runs.errors import InvalidInput
 from runs.models import Alert, AlertDelivery, Operation, Role, Run
@@ -27,7 +28,7 @@ def raise_alert(*, operation: Operation, actor: Actor, summary: str, state_left:
         changes={
             "status_reason": summary,
             "lease_expires_at": None,
-            "result": {"verified": False, "effect": "uncertain", "alerted": summary},
+            "result": Effect.UNCERTAIN.observation(alerted=summary),
         },
     )
     alert = Alert.objects.create(
