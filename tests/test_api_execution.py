@@ -6,9 +6,11 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.core import mail
 from django.utils import timezone
 
 from runs.clock import db_now
+from runs.engine.worker import Worker
 from runs.models import Alert, Operation, Run
 from runs.services.runs import cancel_run
 from tests.api_helpers import agent_proposal, problem
@@ -558,3 +560,19 @@ def test_a_run_cannot_finish_over_an_operation_in_flight(api, run, push):
     intended(api, push)
     body = problem(api.post(f"/runs/{run.pk}/finish", {"status": "partial", "outcome": "x"}), 409)
     assert f"{push.pk} (in_flight)" in body["detail"]
+
+
+def test_an_alert_the_agent_words_is_still_emailed_on_one_line(api, unverified, admin_user):
+    """The agent writes the alert's summary: a line break in it must not become a header
+    of the admin's email, nor stop the email from going out."""
+    detail = "could not undo\r\nBcc: everyone@example.com\nX-Priority: 1"
+    step(api, unverified, "rollback", {"epoch": 1, "outcome": "alert", "detail": detail})
+
+    Worker(name="w1").step()
+
+    (email,) = [m for m in mail.outbox if m.to == [admin_user.email]]
+    assert "\n" not in email.subject and "\r" not in email.subject
+    assert email.subject.endswith("could not undo Bcc: everyone@example.com X-Priority: 1")
+    assert email.bcc == [] and "X-Priority" not in email.extra_headers
+    delivery = Alert.objects.get(operation=unverified).deliveries.get(channel="email")
+    assert delivery.status == "delivered"

@@ -80,8 +80,10 @@ def alert_text(delivery: AlertDelivery) -> str:
 
 
 def _send_email(delivery: AlertDelivery) -> None:
+    # The summary may be the agent's words: one line, or it would forge headers.
+    summary = " ".join(delivery.alert.summary.split())
     send_mail(
-        subject=f"[Oversight] Alert {delivery.alert_id}: {delivery.alert.summary[:120]}",
+        subject=f"[Oversight] Alert {delivery.alert_id}: {summary[:120]}",
         message=alert_text(delivery),
         from_email=None,
         recipient_list=[delivery.target],
