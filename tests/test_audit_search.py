@@ -24,7 +24,7 @@ from runs.services.decisions import expire_due_operations
 from runs.services.runs import open_session, start_run
 from runs.views import audit as audit_views
 from tests.conftest import AGENT, make_user
-from tests.helpers import decide_on
+from tests.helpers import decide_on, drained
 
 NOVEMBER = datetime(2025, 11, 14, 9, 0, tzinfo=UTC)
 # Still 30 November in UTC, already 1 December in Auckland (UTC+13 in summer).
@@ -518,3 +518,21 @@ def test_query_count_does_not_grow_with_the_history(
             response = client.get(url)
         assert response.status_code == 200, url
         assert "No checkpoints match." not in response.text, url
+
+
+def test_engine_retries_and_rollback_steps_can_be_searched(as_auditor, approved, settings):
+    """An attempt that failed (the precondition's service refused the connection) and a
+    rollback step against a target that does not deduplicate are transitions of their
+    own, which an auditor can ask for."""
+    unreachable = "127.0.0.1:1"
+    settings.OVERSIGHT_HTTP_ALLOWED_HOSTS = [*settings.OVERSIGHT_HTTP_ALLOWED_HOSTS, unreachable]
+    retried = approved("http", precondition={"url": f"http://{unreachable}/status"})
+    compensated = drained(approved("http-rigged"))
+    drained(retried)
+
+    (attempt,) = found(as_auditor, "event=operation.attempt_failed")
+    (step,) = found(as_auditor, "event=operation.rollback_intent")
+
+    assert (attempt.operation_id, step.operation_id) == (retried.pk, compensated.pk)
+    assert "Connection refused" in attempt.reason
+    assert compensated.status == "compensated"
