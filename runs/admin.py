@@ -150,7 +150,7 @@ class CheckpointArtifactAdmin(ReadOnlyAdmin):
 
 @admin.register(Artifact)
 class ArtifactAdmin(ReadOnlyAdmin):
-    list_display = ["sha256", "size", "media_type", "created_at"]
+    list_display = ["sha256", "size", "created_at"]
     search_fields = ["sha256"]
 
 

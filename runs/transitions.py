@@ -40,6 +40,7 @@ class ArtifactRef:
 
     name: str
     artifact: Artifact
+    media_type: str = "application/octet-stream"
 
 
 def lock_run(run_id: int) -> Run:
@@ -232,7 +233,9 @@ def _append(
     checkpoint.hash = checkpoint_hash(checkpoint)
     checkpoint.save()
     CheckpointArtifact.objects.bulk_create(
-        CheckpointArtifact(checkpoint=checkpoint, artifact=ref.artifact, name=ref.name)
+        CheckpointArtifact(
+            checkpoint=checkpoint, artifact=ref.artifact, name=ref.name, media_type=ref.media_type
+        )
         for ref in artifacts
     )
     return checkpoint

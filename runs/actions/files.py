@@ -207,7 +207,7 @@ class FileWrite(Action):
         writes = sha256_hex(args.content.encode())
         if not target.is_file():
             return {"previous": None, "writes": writes}
-        artifact = store_artifact(target.read_bytes(), "text/plain")
+        artifact = store_artifact(target.read_bytes())
         ctx.artifacts[f"workspace/{args.path}@before"] = artifact
         return {"previous": artifact.sha256, "writes": writes}
 

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Router, Status
 
@@ -27,7 +27,7 @@ from runs.errors import (
     RunNotAccepting,
     StaleVersion,
 )
-from runs.models import AgentToken, Artifact, Checkpoint, Operation, Run, Session
+from runs.models import AgentToken, Checkpoint, CheckpointArtifact, Operation, Run, Session
 from runs.payloads import SCHEMAS as PAYLOAD_SCHEMAS
 from runs.services.alerts import raise_alert
 from runs.services.artifacts import attach_artifact, read_artifact
@@ -449,7 +449,7 @@ def upload_artifact(request, pk: int, body: s.ArtifactIn):
             name=body.name,
             sha256=artifact.sha256,
             size=artifact.size,
-            media_type=artifact.media_type,
+            media_type=body.media_type,
             run_version=run.version,
         ),
     )
@@ -457,10 +457,14 @@ def upload_artifact(request, pk: int, body: s.ArtifactIn):
 
 @router.get("/artifacts/{sha256}", response={200: None, **PROBLEMS}, tags=["artifacts"])
 def fetch_artifact(request, sha256: str):
-    """The bytes of an artifact a checkpoint of this project references."""
-    artifact = get_object_or_404(
-        Artifact.objects.distinct(),
-        sha256=sha256,
-        refs__checkpoint__run__project=token(request).project,
+    """The bytes of an artifact a checkpoint of this project references, with the media
+    type this project last gave them."""
+    reference = (
+        CheckpointArtifact.objects.select_related("artifact")
+        .filter(artifact__sha256=sha256, checkpoint__run__project=token(request).project)
+        .order_by("-pk")
+        .first()
     )
-    return HttpResponse(read_artifact(artifact), content_type=artifact.media_type)
+    if reference is None:
+        raise Http404("no artifact of this project has that sha256")
+    return HttpResponse(read_artifact(reference.artifact), content_type=reference.media_type)

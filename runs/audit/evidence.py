@@ -80,7 +80,7 @@ def evidence(run: Run, *, user, now: datetime) -> dict:
                 "checkpoint_seq": ref.checkpoint.seq,
                 "sha256": ref.artifact.sha256,
                 "size": ref.artifact.size,
-                "media_type": ref.artifact.media_type,
+                "media_type": ref.media_type,
                 "file": f"artifacts/{ref.artifact.sha256}",
             }
             for ref in refs.order_by("checkpoint__seq", "name")

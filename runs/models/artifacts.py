@@ -12,7 +12,6 @@ class Artifact(models.Model):
 
     sha256 = models.CharField(max_length=64, unique=True)
     size = models.PositiveBigIntegerField()
-    media_type = models.CharField(max_length=200, default="application/octet-stream")
     created_at = models.DateTimeField(auto_now_add=True)
     # Last time these bytes were stored; orphans get a grace period counted from here.
     stored_at = models.DateTimeField(default=timezone.now)

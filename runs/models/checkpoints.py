@@ -88,6 +88,9 @@ class CheckpointArtifact(models.Model):
     )
     artifact = models.ForeignKey(Artifact, on_delete=models.PROTECT, related_name="refs")
     name = models.CharField(max_length=500)
+    # Name and media type belong to the reference: projects that store the same bytes
+    # share the blob, never what another project said about it.
+    media_type = models.CharField(max_length=200, default="application/octet-stream")
 
     class Meta:
         constraints = [

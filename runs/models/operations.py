@@ -2,9 +2,10 @@ from django.conf import settings
 from django.db import models
 
 from runs import machines
-from runs.models.choices import choices_constraint
+from runs.models.choices import Risk, choices_constraint
 from runs.models.projects import Project
 from runs.models.runs import Run
+from runs.models.tokens import AgentToken
 
 
 class OperationStatus(models.TextChoices):
@@ -22,12 +23,6 @@ class OperationStatus(models.TextChoices):
     ROLLED_BACK = "rolled_back", "rolled back"
     COMPENSATED = "compensated"
     ALERTED = "alerted"
-
-
-class Risk(models.TextChoices):
-    LOW = "low"
-    MEDIUM = "medium"
-    HIGH = "high"
 
 
 class RollbackKind(models.TextChoices):
@@ -64,9 +59,18 @@ class Operation(models.Model):
     arguments_hash = models.CharField(max_length=64)
     idempotency_key = models.CharField(max_length=64, unique=True)
     risk = models.CharField(max_length=8, choices=Risk.choices, default=Risk.MEDIUM)
+    # The risk the agent said; ``risk`` is that raised to the policy's minimum, never lower.
+    proposed_risk = models.CharField(max_length=8, choices=Risk.choices, blank=True)
     rollback_kind = models.CharField(max_length=16, choices=RollbackKind.choices)
     executor = models.CharField(max_length=8, choices=Executor.choices, default=Executor.SERVER)
     required_approvals = models.PositiveSmallIntegerField()
+    approval_rule = models.CharField(
+        max_length=300, blank=True, help_text="The policy rule that set risk and approvals."
+    )
+    # The token that proposed it: a person it acts for may not decide on it.
+    proposed_by_token = models.ForeignKey(
+        AgentToken, null=True, blank=True, on_delete=models.PROTECT, related_name="proposals"
+    )
     # The run version the agent had read when it proposed.
     base_version = models.PositiveIntegerField()
     status = models.CharField(max_length=24, choices=Status.choices, default=Status.PROPOSED)

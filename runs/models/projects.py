@@ -2,6 +2,8 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models
 
+from runs.models.choices import Risk
+
 
 class Role(models.TextChoices):
     """Each role is a Django group with permissions; membership scopes it to a project."""
@@ -14,6 +16,11 @@ class Role(models.TextChoices):
 class Project(models.Model):
     slug = models.SlugField(unique=True)
     name = models.CharField(max_length=200)
+    alerts_pause_agent = models.BooleanField(
+        default=False,
+        help_text="While an alert is open on one of an agent's runs, that agent's other "
+        "runs in this project take no new proposals or claims.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -44,8 +51,19 @@ class Membership(models.Model):
 
 
 class ApprovalPolicy(models.Model):
-    """How many people must approve an action in a project. A blank action is the
-    project's default; high-risk operations need two approvers whatever the row says."""
+    """A rule for an action in a project: the minimum risk and how many people must
+    approve, optionally only when an argument passes a test (``amount`` ``gt`` 1000).
+    A blank action is the project's default. The agent can raise risk, never lower
+    it; high-risk operations need two approvers whatever the rule says
+    (``runs.policies``)."""
+
+    class Operator(models.TextChoices):
+        GT = "gt", ">"
+        GTE = "gte", "≥"
+        LT = "lt", "<"
+        LTE = "lte", "≤"
+        EQ = "eq", "="
+        NE = "ne", "≠"
 
     class Approvals(models.IntegerChoices):
         AUTO = 0, "auto-approve"
@@ -54,6 +72,16 @@ class ApprovalPolicy(models.Model):
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="policies")
     action = models.CharField(max_length=100, blank=True, help_text="Blank: every action.")
+    when_argument = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="An argument, dotted for nested ones (e.g. 'amount'). Blank: always.",
+    )
+    when_operator = models.CharField(max_length=3, choices=Operator.choices, blank=True)
+    when_value = models.JSONField(null=True, blank=True)
+    min_risk = models.CharField(
+        max_length=8, choices=Risk.choices, blank=True, help_text="Blank: the agent's risk."
+    )
     approvals_required = models.PositiveSmallIntegerField(
         choices=Approvals.choices, default=Approvals.ONE
     )
@@ -67,7 +95,20 @@ class ApprovalPolicy(models.Model):
     class Meta:
         verbose_name_plural = "approval policies"
         constraints = [
-            models.UniqueConstraint(fields=["project", "action"], name="policy_unique_action"),
+            models.UniqueConstraint(
+                fields=["project", "action"],
+                condition=models.Q(when_argument=""),
+                name="policy_unique_action",
+            ),
+            models.CheckConstraint(
+                condition=(models.Q(when_argument="") & models.Q(when_operator=""))
+                | (~models.Q(when_argument="") & ~models.Q(when_operator="")),
+                name="policy_condition_complete",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(min_risk="") | models.Q(min_risk__in=Risk.values),
+                name="policy_min_risk_valid",
+            ),
             models.CheckConstraint(
                 condition=models.Q(approvals_required__lte=2), name="policy_approvals_range"
             ),

@@ -3,9 +3,11 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from runs import machines
+from runs.actors import ActorKind
 from runs.canonical import json_hash
 from runs.models.choices import choices_constraint
 from runs.models.projects import Project
+from runs.models.tokens import AgentToken
 from runs.payloads import MessageKind, validate_payload
 
 
@@ -17,6 +19,10 @@ class Session(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="agent_sessions"
     )
     agent = models.CharField(max_length=200, help_text="Name of the agent in this session.")
+    # The token that opened the session: only it may act on the session and its runs.
+    token = models.ForeignKey(
+        AgentToken, null=True, blank=True, on_delete=models.PROTECT, related_name="sessions"
+    )
     title = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -119,6 +125,9 @@ class Message(models.Model):
         max_length=64, editable=False, help_text="sha256 of the canonical JSON payload."
     )
     author = models.CharField(max_length=200, blank=True)
+    # Who wrote it (an agent, a person, Oversight's worker): a "user" message written by
+    # an agent's token is shown as reported by that agent, never as the user's own words.
+    author_kind = models.CharField(max_length=8, choices=ActorKind.choices, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     redacted_at = models.DateTimeField(null=True, blank=True, editable=False)
 

@@ -27,7 +27,7 @@ from runs.transitions import ArtifactRef, record_run_event
 INCOMING = ".incoming-"
 
 
-def store_artifact(content: bytes, media_type: str = "application/octet-stream") -> Artifact:
+def store_artifact(content: bytes) -> Artifact:
     """Write ``content`` to durable storage (if not already there) and record it."""
     if len(content) > settings.OVERSIGHT_ARTIFACT_MAX_BYTES:
         raise InvalidInput(
@@ -39,7 +39,7 @@ def store_artifact(content: bytes, media_type: str = "application/octet-stream")
     if not path.exists():
         write_durably(path, content)
     artifact, created = Artifact.objects.get_or_create(
-        sha256=digest, defaults={"size": len(content), "media_type": media_type}
+        sha256=digest, defaults={"size": len(content)}
     )
     if not created:
         # Restart the orphan grace period: a reference to it may be about to be written.
@@ -75,13 +75,13 @@ def attach_artifact(
     if not name.strip() or len(name) > 500:
         raise InvalidInput("name: 1 to 500 characters")
     require_open(run)
-    artifact = store_artifact(content, media_type)
+    artifact = store_artifact(content)
     record_run_event(
         run=run,
         actor=actor,
         event="artifact.attached",
         reason=name,
-        artifacts=[ArtifactRef(name, artifact)],
+        artifacts=[ArtifactRef(name, artifact, media_type)],
     )
     return artifact
 

@@ -118,5 +118,5 @@ def artifact_download(request: HttpRequest, pk: int, ref: int) -> FileResponse:
         path.open("rb"),
         as_attachment=True,
         filename=reference.name.rsplit("/", 1)[-1],
-        content_type=reference.artifact.media_type,
+        content_type=reference.media_type,
     )
