@@ -73,6 +73,7 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
 from runs import machines  # noqa: E402
+from runs.actions.files import workspace_of  # noqa: E402
 from runs.actors import Actor  # noqa: E402
 from runs.canonical import sha256_hex  # noqa: E402
 from runs.demo.target import make_server  # noqa: E402
@@ -177,7 +178,7 @@ class Soak:
 
     def file(self, n: int) -> tuple:
         path = FILES[n % len(FILES)]
-        current = Path(settings.OVERSIGHT_WORKSPACE) / path
+        current = workspace_of(self.project) / path
         before = current.read_bytes() if current.is_file() else b""
         line = f"line {n}\n"
         arguments = {
@@ -251,10 +252,9 @@ class Findings:
 
 def examine(soak: Soak, applied: Counter) -> Findings:
     found = Findings()
+    workspace = workspace_of(soak.project)
     files = {
-        path: (Path(settings.OVERSIGHT_WORKSPACE) / path).read_text()
-        if (Path(settings.OVERSIGHT_WORKSPACE) / path).is_file()
-        else ""
+        path: (workspace / path).read_text() if (workspace / path).is_file() else ""
         for path in FILES
     }
     entries = Counter(

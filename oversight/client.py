@@ -45,10 +45,20 @@ from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 LONG_POLL_SECONDS = 30  # the server's default OVERSIGHT_API_MAX_WAIT_SECONDS
-RETRY_STATUSES = {502, 503, 504}
+# Too many waits at once (429, with Retry-After), overloaded, or a gateway gave up.
+RETRY_STATUSES = {429, 502, 503, 504}
 STALE_ATTEMPTS = 10  # proposals on "the run as it is" while workers keep moving it
 IN_PROGRESS = b'"request_in_progress"'
 MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
+
+
+def _seconds(retry_after: str | None) -> float:
+    """A Retry-After given in seconds (capped at a minute); 0 if absent or a date."""
+    try:
+        return min(max(float(retry_after or 0), 0), 60)
+    except ValueError:
+        return 0
+
 
 # --- exceptions --------------------------------------------------------------------------
 
@@ -224,7 +234,12 @@ def settled(operation: dict) -> bool:
 
 
 class _TryAgain(Exception):
-    """An attempt failed on the way; the request may be sent again as it is."""
+    """An attempt failed on the way; the request may be sent again as it is, after
+    ``after`` seconds if the server said how long to wait (Retry-After)."""
+
+    def __init__(self, why: str, after: float = 0) -> None:
+        super().__init__(why)
+        self.after = after
 
 
 @dataclass(frozen=True)
@@ -298,7 +313,7 @@ class Oversight:
             except _TryAgain as exc:
                 failure = exc
             if attempt < self.retries:
-                time.sleep(self.backoff * 2**attempt)
+                time.sleep(max(self.backoff * 2**attempt, failure.after))
         detail = f"{request.get_method()} {request.full_url}: {failure}"
         raise Unreachable(None, "unreachable", detail) from failure.__cause__
 
@@ -311,7 +326,9 @@ class Oversight:
             body = exc.read()
             if exc.code in RETRY_STATUSES or (exc.code == 409 and IN_PROGRESS in body):
                 # Overloaded, or our earlier attempt of this very request is still running.
-                raise _TryAgain(f"HTTP {exc.code}") from exc
+                raise _TryAgain(
+                    f"HTTP {exc.code}", _seconds(exc.headers.get("Retry-After"))
+                ) from exc
             return exc.code, body
         except (
             urllib.error.URLError,

@@ -4,6 +4,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 
 from oversight.env import (
     database_from_url,
@@ -13,6 +14,7 @@ from oversight.env import (
     env_str,
     sqlite_database,
 )
+from oversight.proxy import env_client_ip_header, env_ssl_header
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("OVERSIGHT_VAR_DIR", str(BASE_DIR / "var")))
@@ -34,22 +36,28 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "ninja",
+    "axes",
     "runs",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "runs.middleware.NoStoreWhenSignedInMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "runs.middleware.SessionLifetimeMiddleware",
     "runs.middleware.UserTimeZoneMiddleware",
     "runs.api.replay.IdempotencyKeyMiddleware",
+    # Last, as django-axes requires: it turns a refused sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "oversight.urls"
@@ -95,6 +103,40 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
+# Sign-in throttling (django-axes). Failed sign-ins are counted per username and, apart,
+# per client address; at the limit, sign-ins for that account, or from that address, are
+# refused (even with the right password) until the cool-off has passed since the last
+# counted failure. A success forgives that account's own failures (runs.middleware).
+# Its backend comes first: it refuses before any password is checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("OVERSIGHT_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("OVERSIGHT_LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = False
+# Refused attempts during a lockout do not extend it: it ends a known time after it began.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_CLIENT_IP_CALLABLE = "oversight.proxy.client_ip"
+# Behind a proxy: the header it sets to the client's address (X-Forwarded-For, X-Real-IP).
+OVERSIGHT_CLIENT_IP_HEADER = env_client_ip_header("OVERSIGHT_CLIENT_IP_HEADER")
+# Successful sign-ins are not logged by axes (nothing would ever prune that table);
+# failures are kept until their cool-off has passed. Admins list and lift pauses with
+# manage.py axes_list_attempts, axes_reset_username and axes_reset_ip, not the admin site.
+AXES_DISABLE_ACCESS_LOG = True
+AXES_ENABLE_ADMIN = False
+AXES_VERBOSE = False
+
+# Sessions end after this long without activity, and this long after signing in
+# whatever happened since (runs.middleware.SessionLifetimeMiddleware).
+OVERSIGHT_SESSION_IDLE_SECONDS = env_int("OVERSIGHT_SESSION_IDLE_SECONDS", 30 * 60, minimum=60)
+OVERSIGHT_SESSION_MAX_SECONDS = env_int(
+    "OVERSIGHT_SESSION_MAX_SECONDS", 12 * 3600, minimum=OVERSIGHT_SESSION_IDLE_SECONDS
+)
+SESSION_COOKIE_AGE = OVERSIGHT_SESSION_MAX_SECONDS
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
@@ -114,27 +156,69 @@ STORAGES = {
     },
 }
 
-# Alert and notification emails. How long the SMTP server may take to answer before a
-# send fails; the workers' claims on a delivery or a batch last longer, so none is sent
-# twice.
+# Alert and notification emails: SMTP unless in debug, where they are printed. How long
+# the SMTP server may take to answer before a send fails; the workers' claims on a
+# delivery or a batch last longer, so none is sent twice.
 OVERSIGHT_EMAIL_TIMEOUT = env_int("OVERSIGHT_EMAIL_TIMEOUT_SECONDS", 10, minimum=1)
+_SMTP = "django.core.mail.backends.smtp.EmailBackend"
 _EMAIL_BACKEND = env_str(
-    "OVERSIGHT_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend"
+    "OVERSIGHT_EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend" if DEBUG else _SMTP,
 )
 MAILERS = {"default": {"BACKEND": _EMAIL_BACKEND}}
-if _EMAIL_BACKEND == "django.core.mail.backends.smtp.EmailBackend":
+if _EMAIL_BACKEND == _SMTP:
     # With MAILERS the SMTP backend reads no EMAIL_* settings: it needs its server here,
     # and a timeout (it has none by default). Other backends refuse unknown options.
+    # STARTTLS (usually port 587) or TLS from the first byte (465), not both.
+    _use_tls = env_bool("OVERSIGHT_EMAIL_USE_TLS", default=False)
+    _use_ssl = env_bool("OVERSIGHT_EMAIL_USE_SSL", default=False)
+    if _use_tls and _use_ssl:
+        raise ImproperlyConfigured(
+            "OVERSIGHT_EMAIL_USE_TLS (STARTTLS) and OVERSIGHT_EMAIL_USE_SSL (implicit TLS) "
+            "exclude each other: set one"
+        )
     MAILERS["default"]["OPTIONS"] = {
         "host": env_str("OVERSIGHT_EMAIL_HOST", "localhost"),
-        "port": env_int("OVERSIGHT_EMAIL_PORT", 25, minimum=1),
+        "port": env_int(
+            "OVERSIGHT_EMAIL_PORT", 465 if _use_ssl else 587 if _use_tls else 25, minimum=1
+        ),
         "timeout": OVERSIGHT_EMAIL_TIMEOUT,
     }
+    if _use_tls or _use_ssl:
+        MAILERS["default"]["OPTIONS"] |= {"use_tls": _use_tls, "use_ssl": _use_ssl}
+    if _user := env_str("OVERSIGHT_EMAIL_USER", ""):
+        MAILERS["default"]["OPTIONS"] |= {
+            "username": _user,
+            "password": env_str("OVERSIGHT_EMAIL_PASSWORD"),
+        }
 DEFAULT_FROM_EMAIL = env_str("OVERSIGHT_FROM_EMAIL", "oversight@localhost")
 
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env_bool("OVERSIGHT_SECURE_COOKIES", default=not DEBUG)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+# HTTPS. Unless in debug, plain-HTTP requests are redirected (except /healthz, for load
+# balancers) and browsers are told to use HTTPS only, for a year by default. Behind a
+# TLS-terminating proxy, name the header it sets, e.g. X-Forwarded-Proto=https: only a
+# proxy that overwrites that header may be trusted with it.
+SECURE_PROXY_SSL_HEADER = env_ssl_header("OVERSIGHT_PROXY_SSL_HEADER")
+SECURE_SSL_REDIRECT = env_bool("OVERSIGHT_SSL_REDIRECT", default=not DEBUG)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_HSTS_SECONDS = env_int("OVERSIGHT_HSTS_SECONDS", 0 if DEBUG else 365 * 24 * 3600, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("OVERSIGHT_HSTS_INCLUDE_SUBDOMAINS", default=True)
+SECURE_HSTS_PRELOAD = env_bool("OVERSIGHT_HSTS_PRELOAD", default=False)
+
+# Content Security Policy: scripts, styles, images and requests from this origin only;
+# no inline script or style, no eval (htmx's eval-based features are off, base.html).
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
 
 # --- Oversight ---------------------------------------------------------------------------
 
@@ -160,7 +244,8 @@ OVERSIGHT_ACTIONS = env_list(
         "runs.actions.http.HttpRequest",
     ],
 )
-# The sandbox that file.write may write in; no path may leave it.
+# Where file.write writes: each project in its own sandbox, project-<id>/, that no path
+# may leave.
 OVERSIGHT_WORKSPACE = Path(env_str("OVERSIGHT_WORKSPACE", str(VAR_DIR / "workspace")))
 # Hosts (host or host:port) that http.request may call.
 OVERSIGHT_HTTP_ALLOWED_HOSTS = env_list("OVERSIGHT_HTTP_ALLOWED_HOSTS")
@@ -201,6 +286,16 @@ OVERSIGHT_API_MAX_MESSAGE_BYTES = env_int("OVERSIGHT_API_MAX_MESSAGE_BYTES", 64 
 OVERSIGHT_API_MAX_DEPTH = env_int("OVERSIGHT_API_MAX_DEPTH", 20, minimum=1)
 OVERSIGHT_API_MAX_WAIT_SECONDS = env_int("OVERSIGHT_API_MAX_WAIT_SECONDS", 30, minimum=0)
 OVERSIGHT_API_MAX_PAGE = env_int("OVERSIGHT_API_MAX_PAGE", 500, minimum=1)
+# Concurrent long-polls (?wait=N) per token and in all, on this host; beyond them a
+# wait gets 429 with Retry-After. Keep the total below the requests the server handles
+# at once (workers x threads), so that the reviewers' pages always find one free.
+OVERSIGHT_API_MAX_WAITS_PER_TOKEN = env_int("OVERSIGHT_API_MAX_WAITS_PER_TOKEN", 8, minimum=1)
+OVERSIGHT_API_MAX_WAITS = env_int("OVERSIGHT_API_MAX_WAITS", 32, minimum=1)
+# A stored answer to an Idempotency-Key is replayed for this long; a retry sent later
+# runs as a new request. At least the client's whole retry window (minutes).
+OVERSIGHT_API_REPLAY_TTL = timedelta(
+    seconds=env_int("OVERSIGHT_API_REPLAY_TTL_SECONDS", 24 * 3600, minimum=600)
+)
 DATA_UPLOAD_MAX_MEMORY_SIZE = OVERSIGHT_API_MAX_BODY_BYTES + 1024
 
 # Out-of-band alerts go to the project's admins by email, to these addresses, and to

@@ -60,7 +60,7 @@ class ApprovalPolicyInline(admin.TabularInline):
 
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug", "created_at"]
+    list_display = ["name", "slug", "alerts_pause_agent", "created_at"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
     inlines = [MembershipInline, ApprovalPolicyInline]
@@ -75,8 +75,24 @@ class MembershipAdmin(admin.ModelAdmin):
 
 @admin.register(ApprovalPolicy)
 class ApprovalPolicyAdmin(admin.ModelAdmin):
-    list_display = ["project", "action", "approvals_required", "decision_timeout", "approval_ttl"]
-    list_filter = ["project", "approvals_required"]
+    list_display = [
+        "project",
+        "action",
+        "condition",
+        "min_risk",
+        "approvals_required",
+        "decision_timeout",
+        "approval_ttl",
+    ]
+    list_filter = ["project", "min_risk", "approvals_required"]
+    fieldsets = [
+        (None, {"fields": ["project", "action", "min_risk", "approvals_required"]}),
+        (
+            "Only when an argument passes a test (blank: always)",
+            {"fields": ["when_argument", "when_operator", "when_value"]},
+        ),
+        ("Timeouts (blank: the settings)", {"fields": ["decision_timeout", "approval_ttl"]}),
+    ]
 
 
 @admin.register(Session)
@@ -88,7 +104,7 @@ class SessionAdmin(ReadOnlyAdmin):
 
 class MessageInline(ReadOnlyInline):
     model = Message
-    fields = ["seq", "kind", "author", "payload", "created_at"]
+    fields = ["seq", "kind", "author", "author_kind", "payload", "created_at"]
 
 
 class OperationInline(ReadOnlyInline):
@@ -107,7 +123,7 @@ class RunAdmin(ReadOnlyAdmin):
 
 @admin.register(Message)
 class MessageAdmin(ReadOnlyAdmin):
-    list_display = ["run", "seq", "kind", "author", "created_at"]
+    list_display = ["run", "seq", "kind", "author", "author_kind", "created_at"]
     list_filter = ["kind"]
 
 

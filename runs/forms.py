@@ -2,12 +2,17 @@
 preferences. They validate shape; the services enforce the rules and their refusals
 are shown as form errors."""
 
-import json
 import zoneinfo
 
 from django import forms
+from django.conf import settings
+from django.contrib.auth import authenticate
+from django.contrib.auth import forms as auth_forms
 from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.text import capfirst
 
+from runs import jsonsafe
 from runs.models import Decision, Operation, Preferences, Project, Run
 
 IRREVERSIBLE = (Operation.RollbackKind.NONE, Operation.RollbackKind.OUT_OF_BAND)
@@ -39,10 +44,16 @@ class DecisionForm(forms.Form):
     def clean_arguments(self):
         if self.data.get("kind") != Decision.Kind.EDIT:
             return None
+        # The limits an agent's proposal meets: no NaN, lone surrogate, deep nesting or
+        # size that a proposal could not have had.
         try:
-            value = json.loads(self.cleaned_data["arguments"] or "")
-        except ValueError as error:
-            raise forms.ValidationError(f"Not valid JSON: {error}") from None
+            value = jsonsafe.parse(self.cleaned_data["arguments"] or "", field="arguments")
+            jsonsafe.check_json(
+                "arguments", value, max_bytes=settings.OVERSIGHT_API_MAX_ARGUMENTS_BYTES
+            )
+        except jsonsafe.Refused as error:
+            where = "" if error.field == "arguments" else f"{error.field}: "
+            raise forms.ValidationError(f"{where}{capfirst(str(error))}") from None
         if not isinstance(value, dict):
             raise forms.ValidationError("The arguments must be a JSON object.")
         return value
@@ -121,10 +132,36 @@ class PreferencesForm(forms.ModelForm):
 
 class TokenForm(forms.Form):
     name = forms.CharField(max_length=100, help_text="For example the agent's name.")
-    owner = forms.CharField(
-        max_length=150,
+    owner = forms.ChoiceField(
         required=False,
-        label="Acts for (username)",
-        help_text="The person whose runs these are; they cannot approve them. "
-        "Leave empty for a user named after the token.",
+        label="Acts for",
+        help_text="The member whose runs these are; they cannot approve what it proposes. "
+        "Or a new user named after the token, who only reads and never signs in.",
     )
+
+    def __init__(self, *args, members: QuerySet, **kwargs) -> None:
+        """``members``: the project's users, the only people a token may act for."""
+        super().__init__(*args, **kwargs)
+        self.fields["owner"].choices = [
+            ("", "A new user named after the token"),
+            *((username, username) for username in members.values_list("username", flat=True)),
+        ]
+
+
+class PasswordChangeForm(auth_forms.PasswordChangeForm):
+    """Changing one's password asks for the current one through ``authenticate``, so
+    the sign-in throttle counts a wrong guess: a session left open must not become a
+    way to guess the password without limit."""
+
+    def __init__(self, user, *args, request: HttpRequest, **kwargs) -> None:
+        super().__init__(user, *args, **kwargs)
+        self.request = request
+
+    def clean_old_password(self) -> str:
+        old_password = self.cleaned_data["old_password"]
+        username = self.user.get_username()
+        if authenticate(self.request, username=username, password=old_password) is None:
+            raise forms.ValidationError(
+                self.error_messages["password_incorrect"], code="password_incorrect"
+            )
+        return old_password

@@ -1,10 +1,28 @@
-import zoneinfo
+"""Per-request rules for signed-in people: their time zone, how long a session lives,
+and that no cache keeps what they were shown."""
 
+import time
+import zoneinfo
+from datetime import timedelta
+
+from axes.utils import reset as reset_failed_sign_ins
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import logout
+from django.contrib.auth.views import redirect_to_login
 from django.utils import timezone
+from django.utils.cache import add_never_cache_headers
+from django.utils.timesince import timesince
+from django_htmx.http import HttpResponseClientRedirect
 
 from runs.models import Preferences
 
 SESSION_KEY = "oversight_time_zone"
+SIGNED_IN_AT = "oversight_signed_in_at"
+LAST_ACTIVE_AT = "oversight_last_active_at"
+# Activity is written to the session at most this often (seconds): a write per page
+# view would cost every page a query for a clock that only needs minutes.
+ACTIVITY_RESOLUTION = 60
 
 
 class UserTimeZoneMiddleware:
@@ -25,3 +43,76 @@ class UserTimeZoneMiddleware:
         else:
             timezone.deactivate()
         return self.get_response(request)
+
+
+def on_sign_in(sender, request, user, **kwargs) -> None:
+    """A sign-in starts the session's two clocks and forgives the account's own failed
+    attempts. Only the account's: django-axes' AXES_RESET_ON_SUCCESS would also forgive
+    every failure from the same address, so an attacker signing in to their own account
+    between guesses would reset the count on the account they are guessing."""
+    now = time.time()
+    request.session[SIGNED_IN_AT] = now
+    request.session[LAST_ACTIVE_AT] = now
+    reset_failed_sign_ins(username=user.get_username())
+
+
+def _duration(seconds: int) -> str:
+    now = timezone.now()
+    return timesince(now - timedelta(seconds=seconds), now)
+
+
+def _expired(session) -> str | None:
+    """Why this session has ended, or None while it lasts. A session without the clocks
+    (signed in before they existed) has ended: it fails closed."""
+    now = time.time()
+    signed_in_at = session.get(SIGNED_IN_AT)
+    last_active_at = session.get(LAST_ACTIVE_AT)
+    if signed_in_at is None or now - signed_in_at > settings.OVERSIGHT_SESSION_MAX_SECONDS:
+        limit = _duration(settings.OVERSIGHT_SESSION_MAX_SECONDS)
+        return f"You were signed out: a session lasts at most {limit}. Please sign in again."
+    if last_active_at is None or now - last_active_at > settings.OVERSIGHT_SESSION_IDLE_SECONDS:
+        idle = _duration(settings.OVERSIGHT_SESSION_IDLE_SECONDS)
+        return f"You were signed out after {idle} without activity. Please sign in again."
+    return None
+
+
+class SessionLifetimeMiddleware:
+    """Sign a person out after OVERSIGHT_SESSION_IDLE_SECONDS without activity, and
+    OVERSIGHT_SESSION_MAX_SECONDS after they signed in, whatever they did since.
+
+    htmx GET requests are not activity: they are the pages' background polls (and
+    fragment refreshes), and a page left open would otherwise keep its session alive
+    for ever. An htmx request that finds its session ended is sent to the sign-in page
+    as a whole page (HX-Redirect), not as a fragment swapped into the old one."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if request.user.is_authenticated and (reason := _expired(request.session)):
+            logout(request)
+            messages.info(request, reason)
+            if request.htmx:
+                back_to = request.htmx.current_url_abs_path or "/"
+                return HttpResponseClientRedirect(redirect_to_login(back_to).url)
+        response = self.get_response(request)
+        if request.user.is_authenticated and not (request.htmx and request.method == "GET"):
+            now = time.time()
+            if now - request.session.get(LAST_ACTIVE_AT, 0) >= ACTIVITY_RESOLUTION:
+                request.session[LAST_ACTIVE_AT] = now
+        return response
+
+
+class NoStoreWhenSignedInMiddleware:
+    """Every response to a signed-in person says ``Cache-Control: no-store``: it may hold
+    what only they may see, and no cache (the browser's on a shared computer included)
+    may keep it. Set here for every response so that a new view cannot forget it."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if request.user.is_authenticated:
+            add_never_cache_headers(response)
+        return response

@@ -257,8 +257,8 @@ def checkpoints(scenario: str, op: Operation, *ending: str) -> Check:
     return Check(scenario, "checkpoints", steps == expected and broken is None, detail)
 
 
-def _read(path: str) -> str | None:
-    target = resolve(path)
+def _read(stage: Stage, path: str) -> str | None:
+    target = resolve(path, stage.project)
     return target.read_text() if target.is_file() else None
 
 
@@ -273,7 +273,7 @@ def commit(stage: Stage) -> Iterator[Check]:
     )
     stage.execute(op)
     yield outcome("commit", op, Status.COMMITTED)
-    found = _read(path)
+    found = _read(stage, path)
     yield Check(
         "commit",
         "effect",
@@ -285,8 +285,9 @@ def commit(stage: Stage) -> Iterator[Check]:
 
 def in_band(stage: Stage) -> Iterator[Check]:
     path, before = "rehearsal/in-band.md", "the previous version\n"
-    resolve(path).parent.mkdir(parents=True, exist_ok=True)
-    resolve(path).write_text(before)
+    target = resolve(path, stage.project)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(before)
     kept = sha256_hex(before.encode())
     op = stage.approved(
         "in-band",
@@ -295,9 +296,9 @@ def in_band(stage: Stage) -> Iterator[Check]:
         risk=Operation.Risk.MEDIUM,
         rollback_kind=Operation.RollbackKind.IN_BAND,
     )
-    stage.execute(op, lambda _op: resolve(path).write_text("edited by another writer\n"))
+    stage.execute(op, lambda _op: target.write_text("edited by another writer\n"))
     yield outcome("in-band", op, Status.ROLLED_BACK)
-    found = _read(path)
+    found = _read(stage, path)
     restored = found == before and (op.intent or {}).get("previous") == kept
     yield Check(
         "in-band",

@@ -322,6 +322,7 @@ def record_operation_proposed(*, operation: Operation, actor: Actor) -> Checkpoi
                 "arguments": operation.arguments,
                 "arguments_hash": operation.arguments_hash,
                 "risk": operation.risk,
+                "proposed_risk": operation.proposed_risk,
                 "rollback_kind": operation.rollback_kind,
                 "required_approvals": operation.required_approvals,
                 "base_version": operation.base_version,

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from runs.models import AgentToken
+from runs.models import Operation
 from runs.services.runs import open_session, start_run
-from tests.conftest import AGENT
+from tests.conftest import AGENT, issued
+from tests.helpers import decide_on, drained
 
 PREFIX = "/api/v1"
 
@@ -112,25 +113,13 @@ def nested(levels: int) -> dict:
     return value
 
 
-def issued(project, name: str, owner) -> AgentToken:
-    """A token with its plain text on ``.plain`` (shown only at issue)."""
-    token, plain = AgentToken.issue(project=project, name=name, owner=owner)
-    token.plain = plain
-    return token
-
-
-@pytest.fixture
-def agent_token(project, owner) -> AgentToken:
-    return issued(project, "test-agent", owner)
-
-
 @pytest.fixture
 def api(agent_token) -> Api:
     return Api(agent_token.plain)
 
 
 @pytest.fixture
-def other_token(other_project, outsider) -> AgentToken:
+def other_token(other_project, outsider):
     return issued(other_project, "other-agent", outsider)
 
 
@@ -140,9 +129,11 @@ def other_api(other_token) -> Api:
 
 
 @pytest.fixture
-def other_run(other_project, outsider):
+def other_run(other_project, outsider, other_token):
     """A run of the other project, which ``api``'s token must never reach."""
-    session = open_session(project=other_project, owner=outsider, agent="other-agent")
+    session = open_session(
+        project=other_project, owner=outsider, agent="other-agent", token=other_token
+    )
     return start_run(session=session, goal="Someone else's work", actor=AGENT)
 
 
@@ -175,3 +166,30 @@ CALLS = list(calls(0, 0, 0, "0" * 64))
 
 def send(api: Api, method: str, path: str, body: dict | None):
     return api.get(path) if method == "get" else api.post(path, body)
+
+
+class ServerAgent:
+    """An agent of one project whose proposals of Oversight's own actions its
+    ``reviewer`` approves and a worker executes: a run of its own, opened through the
+    API with its token."""
+
+    def __init__(self, api: Api, reviewer) -> None:
+        self.api, self.reviewer = api, reviewer
+        session = api.post("/sessions", {"title": "Server actions"}).json()["id"]
+        self.run = api.post("/runs", {"session": session, "goal": "Do the work"}).json()["id"]
+
+    def executed(self, call_id: str, action: str, arguments: dict, rollback_kind: str) -> dict:
+        """Propose, have it approved and executed; the operation as the agent reads it."""
+        body = {
+            "call_id": call_id,
+            "action": action,
+            "arguments": arguments,
+            "risk": "low",
+            "rollback_kind": rollback_kind,
+        }
+        response = self.api.propose(self.run, body)
+        assert response.status_code == 201, response.content
+        op = Operation.objects.get(pk=response.json()["id"])
+        decide_on(op, self.reviewer)
+        drained(op)
+        return self.api.get(f"/operations/{op.pk}").json()

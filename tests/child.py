@@ -65,7 +65,9 @@ def hang_mid_transition(run_id: str) -> None:
 def _overwrite_file(operation: Operation) -> None:
     from runs.actions.files import resolve
 
-    resolve(operation.arguments["path"]).write_text("changed behind the worker's back")
+    resolve(operation.arguments["path"], operation.project).write_text(
+        "changed behind the worker's back"
+    )
 
 
 def _alter_ledger_entry(operation: Operation) -> None:

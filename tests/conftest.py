@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from runs.actors import Actor
 from runs.demo.target import make_server
 from runs.engine.boundaries import boundary_reached
-from runs.models import Account, Operation, Project, Role
+from runs.models import Account, AgentToken, Operation, Project, Role
 from runs.permissions import role_group
 from runs.services.proposals import propose_operation
 from runs.services.runs import open_session, start_run
@@ -72,9 +72,24 @@ def outsider(other_project):
     return make_user("outsider", other_project, Role.REVIEWER, Role.ADMIN)
 
 
+def issued(project, name: str, owner) -> AgentToken:
+    """A token with its plain text on ``.plain`` (shown only at issue)."""
+    token, plain = AgentToken.issue(project=project, name=name, owner=owner)
+    token.plain = plain
+    return token
+
+
 @pytest.fixture
-def session(project, owner):
-    return open_session(project=project, owner=owner, agent="test-agent", title="Test session")
+def agent_token(project, owner) -> AgentToken:
+    """The test agent's token. It opened ``session``: a token acts only on its own."""
+    return issued(project, "test-agent", owner)
+
+
+@pytest.fixture
+def session(project, owner, agent_token):
+    return open_session(
+        project=project, owner=owner, agent="test-agent", title="Test session", token=agent_token
+    )
 
 
 @pytest.fixture

@@ -75,3 +75,10 @@ def project_settings(monkeypatch, **environ: str) -> dict:
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
     return runpy.run_path(str(Path(oversight.__file__).parent / "settings.py"))
+
+
+def sign_in(client, username: str, password: str, **extra):
+    """Post the sign-in form as a browser does, through the sign-in throttle (the test
+    client's ``login()`` skips the form and is refused by it); ``extra`` goes into the
+    request, e.g. ``REMOTE_ADDR``. A success answers with a redirect."""
+    return client.post("/accounts/login/", {"username": username, "password": password}, **extra)

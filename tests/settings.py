@@ -16,6 +16,8 @@ from oversight.settings import *  # noqa: F403
 from oversight.settings import DATABASES, VAR_DIR
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# The test client and live server speak plain HTTP; tests that check the redirect turn it on.
+SECURE_SSL_REDIRECT = False
 MAILERS = {"default": {"BACKEND": "django.core.mail.backends.locmem.EmailBackend"}}
 STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405
 

@@ -19,6 +19,7 @@ from django.test import Client
 from django.utils import timezone
 
 from runs.api import endpoints, schemas
+from runs.engine.worker import Worker
 from runs.models import AgentToken, ApiReplay, Artifact, Operation, Session
 from tests.api_helpers import PREFIX, Api, agent_proposal, artifact_body, problem, proposal
 from tests.helpers import decide_on, stored
@@ -323,3 +324,33 @@ def test_a_retry_sent_while_the_first_attempt_runs_waits_for_its_answer(
     assert "Idempotent-Replayed" not in answers["first"]
     assert answers["retry"]["Idempotent-Replayed"] == "true"
     assert list(run.messages.values_list("seq", flat=True)) == [1]
+
+
+# --- stored answers expire -----------------------------------------------------------------
+
+
+def age(key: str, by: timedelta) -> None:
+    ApiReplay.objects.filter(key=key).update(created_at=timezone.now() - by)
+
+
+def test_an_answer_older_than_the_ttl_is_not_replayed(api, run, settings):
+    path, body = f"/runs/{run.pk}/messages", {"payload": {"text": "hi"}}
+    assert api.post(path, body, key="k-1").json()["seq"] == 1
+    age("k-1", settings.OVERSIGHT_API_REPLAY_TTL + timedelta(minutes=1))
+
+    again = api.post(path, body, key="k-1")
+
+    assert (again.status_code, again.json()["seq"]) == (201, 2)
+    assert "Idempotent-Replayed" not in again
+    assert api.post(path, body, key="k-1")["Idempotent-Replayed"] == "true"  # The new one.
+
+
+def test_housekeeping_deletes_expired_answers_and_keeps_the_others(api, run, settings):
+    for key in ("old", "recent"):
+        api.post(f"/runs/{run.pk}/messages", {"payload": {"text": key}}, key=key)
+    age("old", settings.OVERSIGHT_API_REPLAY_TTL + timedelta(minutes=1))
+    age("recent", settings.OVERSIGHT_API_REPLAY_TTL - timedelta(minutes=1))
+
+    Worker(name="w1").housekeeping()
+
+    assert list(ApiReplay.objects.values_list("key", flat=True)) == ["recent"]

@@ -109,7 +109,10 @@ def test_a_revoked_token_stays_revoked_and_others_still_work(project, owner, age
     _, second = AgentToken.issue(project=project, name="second", owner=owner)
     agent_token.revoke()
     assert Api(agent_token.plain).get(f"/runs/{run.pk}").status_code == 401
-    assert Api(second).get(f"/runs/{run.pk}").status_code == 200
+    session = Api(second).post("/sessions", {"title": "Still working"})
+    assert session.status_code == 201
+    started = Api(second).post("/runs", {"session": session.json()["id"], "goal": "Go on"})
+    assert Api(second).get(f"/runs/{started.json()['id']}").status_code == 200
 
 
 # --- create_agent_token ----------------------------------------------------------------
@@ -121,10 +124,12 @@ def create_token(*args: str) -> str:
     return out.getvalue().strip()
 
 
-def test_create_agent_token_prints_a_token_that_works(project, owner, run):
+def test_create_agent_token_prints_a_token_that_works(project, owner):
     plain = create_token("--project", "acme", "--name", "bot", "--owner", "owner")
     assert plain.startswith("ovs_")
-    assert Api(plain).get(f"/runs/{run.pk}").status_code == 200
+    response = Api(plain).post("/sessions", {"title": "hello"})
+    assert response.status_code == 201
+    assert response.json()["owner"] == "owner"
     token = AgentToken.objects.get(name="bot")
     assert (token.project, token.owner) == (project, owner)
     assert plain not in token.secret_hash
@@ -143,10 +148,12 @@ def test_create_agent_token_finds_the_project_by_name_and_makes_an_owner(project
     [
         (["--project", "nope", "--name", "bot"], "no project 'nope'"),
         (["--project", "acme", "--name", "test-agent"], "already has a token named"),
-        (["--project", "acme", "--name", "bot", "--owner", "ghost"], "no user 'ghost'"),
+        (["--project", "acme", "--name", "bot", "--owner", "ghost"], "no member 'ghost'"),
+        # A user of another project gets the same answer: nothing about them is revealed.
+        (["--project", "acme", "--name", "bot", "--owner", "outsider"], "no member 'outsider'"),
     ],
 )
-def test_create_agent_token_refuses_clearly(agent_token, args, message):
+def test_create_agent_token_refuses_clearly(agent_token, outsider, args, message):
     with pytest.raises(CommandError, match=message):
         create_token(*args)
     assert AgentToken.objects.count() == 1

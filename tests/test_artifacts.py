@@ -8,6 +8,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.urls import reverse
 from django.utils import timezone
 
 from runs.errors import InvalidInput
@@ -15,7 +16,10 @@ from runs.models import Artifact, CheckpointArtifact, Run
 from runs.models.artifacts import blob_path
 from runs.services.artifacts import attach_artifact, collect_orphan_artifacts, store_artifact
 from runs.transitions import transition_run
+from tests.api_helpers import artifact_body, problem
 from tests.conftest import AGENT
+
+pytest_plugins = ["tests.api_helpers"]
 
 GRACE = timedelta(hours=1)
 
@@ -133,3 +137,51 @@ def test_collect_command_prints_how_many_blobs_it_removed(db):
     call_command("collect_orphan_artifacts", stdout=out)
     assert "2 orphan blob(s) removed" in out.getvalue()
     assert not Artifact.objects.exists()
+
+
+# --- downloads --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def downloads(api, run, client, reviewer):
+    """``downloads(content, name, media_type)``: the agent uploads an artifact; the
+    answers to its download through the API and through the run's page."""
+
+    def fetch(content: bytes, name: str, media_type: str) -> list:
+        body = artifact_body(content, name=name, media_type=media_type)
+        assert api.post(f"/runs/{run.pk}/artifacts", body).status_code == 201
+        ref = CheckpointArtifact.objects.get(checkpoint__run=run, name=name)
+        client.force_login(reviewer)
+        page = client.get(reverse("run-artifact", args=[run.pk, ref.pk]))
+        return [api.get(f"/artifacts/{ref.artifact.sha256}"), page]
+
+    return fetch
+
+
+@pytest.mark.parametrize(
+    "declared, served",
+    [
+        ("text/html", "application/octet-stream"),
+        ("image/svg+xml", "application/octet-stream"),
+        ("application/javascript", "application/octet-stream"),
+        ("text/plain", "text/plain"),
+        ("image/png", "image/png"),
+    ],
+)
+def test_a_download_is_an_attachment_a_browser_will_not_run(downloads, declared, served):
+    content = b"<script>alert(document.cookie)</script>"
+
+    for response in downloads(content, "out/page.html", declared):
+        assert response.status_code == 200
+        assert response["Content-Type"] == served
+        assert response["Content-Disposition"] == 'attachment; filename="page.html"'
+        assert response["X-Content-Type-Options"] == "nosniff"
+        assert response.getvalue() == content
+
+
+def test_an_artifact_whose_bytes_are_gone_is_a_404_through_the_api(api, run):
+    body = artifact_body(b"lost", name="lost.txt")
+    sha = api.post(f"/runs/{run.pk}/artifacts", body).json()["sha256"]
+    Artifact.objects.get(sha256=sha).path.unlink()
+
+    problem(api.get(f"/artifacts/{sha}"), 404)

@@ -2,6 +2,7 @@
 server, a real agent token, and reviewers deciding through the services."""
 
 import hashlib
+import http.server
 import socket
 import threading
 import time
@@ -30,6 +31,7 @@ from oversight.client import (
     VerificationFailed,
     WaitTimedOut,
 )
+from runs.actions.files import workspace_of
 from runs.actors import Actor
 from runs.clock import db_now
 from runs.engine.claims import claim_next
@@ -547,7 +549,7 @@ def test_a_tool_refuses_a_verify_answer_it_cannot_read(ovs, run_id, reviewer, no
     assert Operation.objects.get(call_id="note-1").status == "in_flight"  # For the sweep.
 
 
-def test_a_server_executed_tool_returns_the_committed_result(ovs, run_id, reviewer, settings):
+def test_a_server_executed_tool_returns_the_committed_result(ovs, run_id, reviewer):
     calls = []
 
     @ovs.tool(action="file.write", rollback_kind="in_band")
@@ -561,7 +563,7 @@ def test_a_server_executed_tool_returns_the_committed_result(ovs, run_id, review
     assert (op.executor, op.status) == ("server", "committed")
     assert result == op.result
     assert calls == []
-    assert (settings.OVERSIGHT_WORKSPACE / "notes" / "today.md").read_text() == "hello\n"
+    assert (workspace_of(op.project) / "notes" / "today.md").read_text() == "hello\n"
 
 
 # --- retries ---------------------------------------------------------------------------
@@ -665,3 +667,36 @@ def test_an_unreachable_server_raises_after_the_retries(agent_token):
     with pytest.raises(Unreachable) as unreachable:
         ovs.open_session()
     assert unreachable.value.status is None
+
+
+def test_too_many_waits_is_retried_after_the_time_the_server_asks(agent_token):
+    """A 429 (the server's cap on concurrent long-polls) is waited out, for at least
+    its Retry-After, and the request sent again."""
+    arrivals: list[float] = []
+
+    class Busy(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            arrivals.append(time.monotonic())
+            busy = len(arrivals) == 1
+            body = b'{"error": "too_many_waits", "detail": "busy"}' if busy else b'{"id": 7}'
+            self.send_response(429 if busy else 200)
+            if busy:
+                self.send_header("Retry-After", "1")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Busy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        ovs = Oversight(f"http://127.0.0.1:{server.server_port}", agent_token, backoff=0.01)
+        assert ovs.run(7) == {"id": 7}
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(arrivals) == 2
+    assert arrivals[1] - arrivals[0] >= 1

@@ -18,6 +18,7 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django.utils import timezone
 
+from runs.actions.files import resolve, workspace_of
 from runs.actors import Actor
 from runs.canonical import sha256_hex
 from runs.engine.boundaries import CLAIMED, EXECUTED
@@ -53,9 +54,11 @@ def version(run: Run) -> int:
 
 
 @pytest.fixture
-def workspace(settings):
-    settings.OVERSIGHT_WORKSPACE.mkdir(parents=True, exist_ok=True)
-    return settings.OVERSIGHT_WORKSPACE
+def workspace(project):
+    """The project's own workspace, where its file.write operations land."""
+    folder = workspace_of(project)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 @pytest.fixture
@@ -206,9 +209,7 @@ def test_symlink_leading_outside_the_workspace_is_refused_at_execution(
 
 
 def overwrite_file(op: Operation) -> None:
-    from runs.actions.files import resolve
-
-    resolve(op.arguments["path"]).write_text("changed behind the worker's back\n")
+    resolve(op.arguments["path"], op.project).write_text("changed behind the worker's back\n")
 
 
 def alter_ledger_entry(op: Operation) -> None:

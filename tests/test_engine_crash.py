@@ -7,6 +7,7 @@ import signal
 
 import pytest
 
+from runs.actions.files import workspace_of
 from runs.canonical import sha256_hex
 from runs.engine.boundaries import CLAIMED, EXECUTED, INTENT, ROLLING_BACK, VERIFIED
 from runs.models import Account, Checkpoint, LedgerEntry, Operation
@@ -73,9 +74,9 @@ def test_a_target_that_does_not_deduplicate_is_not_fired_again_after_an_intent(a
 
 
 @pytest.mark.parametrize("boundary", BEFORE_RECORD)
-def test_killed_file_write_is_resumed_and_written_once(approved, settings, boundary):
+def test_killed_file_write_is_resumed_and_written_once(approved, project, boundary):
     op = approved("file")
-    path = settings.OVERSIGHT_WORKSPACE / "notes/today.md"
+    path = workspace_of(project) / "notes/today.md"
     crash_worker_at(boundary)
     inode = path.stat().st_ino if path.exists() else None
     take_over()
@@ -87,8 +88,8 @@ def test_killed_file_write_is_resumed_and_written_once(approved, settings, bound
         assert path.stat().st_ino == inode  # Verified on resume, not written again.
 
 
-def test_killed_during_in_band_rollback_restores_the_file_once(approved, settings):
-    path = settings.OVERSIGHT_WORKSPACE / "notes/today.md"
+def test_killed_during_in_band_rollback_restores_the_file_once(approved, project):
+    path = workspace_of(project) / "notes/today.md"
     path.parent.mkdir(parents=True)
     path.write_text("previous\n")
     op = approved("file", expected_sha256=sha256_hex(b"previous\n"))

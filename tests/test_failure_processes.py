@@ -12,6 +12,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from runs.actions.files import workspace_of
 from runs.actors import Actor
 from runs.canonical import sha256_hex
 from runs.engine.boundaries import INTENT
@@ -39,10 +40,10 @@ def wake(worker) -> None:
 # --- A worker paused past its lease ----------------------------------------------------
 
 
-def test_a_paused_file_writer_does_not_overwrite_a_later_write(approved, settings):
+def test_a_paused_file_writer_does_not_overwrite_a_later_write(approved, project):
     """The paused worker wakes after another worker committed its write and a later
     operation changed the file again: it must not write its (now stale) version."""
-    path = settings.OVERSIGHT_WORKSPACE / "notes/today.md"
+    path = workspace_of(project) / "notes/today.md"
     op = approved("file")
     paused = pause_worker_at(INTENT)
     take_over()

@@ -13,6 +13,7 @@ import pytest
 from django.utils import timezone
 
 from runs.actions.base import Action, Arguments, Context, Effect, NothingToRollBack
+from runs.actions.files import workspace_of
 from runs.actions.ledger import LedgerTransfer
 from runs.actions.registry import parse_arguments, registered
 from runs.canonical import sha256_hex
@@ -23,6 +24,12 @@ from tests.conftest import http_arguments
 from tests.helpers import decide_on, drained, invariants_hold
 
 Status = Operation.Status
+
+
+@pytest.fixture
+def workspace(project):
+    """The project's own workspace, where its file.write operations land."""
+    return workspace_of(project)
 
 
 def balances() -> dict[str, Decimal]:
@@ -88,12 +95,12 @@ def test_a_call_the_target_refused_fails_and_is_not_compensated(approved, target
 
 
 def test_a_file_changed_before_the_write_is_not_written_nor_restored(
-    approved, settings, at_boundary
+    approved, workspace, at_boundary
 ):
     """A colleague edits the file after the precondition passed: the write is refused
     under the folder's lock, and the colleague's version is neither overwritten nor
     "restored" away."""
-    path = settings.OVERSIGHT_WORKSPACE / "notes/today.md"
+    path = workspace / "notes/today.md"
     path.parent.mkdir(parents=True)
     path.write_text("previous\n")
     op = approved("file", expected_sha256=sha256_hex(b"previous\n"))
@@ -130,13 +137,13 @@ def test_a_write_refused_by_the_target_with_412_is_not_applied(approved, target,
 
 
 def test_an_effect_gone_after_the_target_accepted_it_is_not_called_never_done(
-    approved, settings, at_boundary
+    approved, workspace, at_boundary
 ):
     """The write landed, then someone removed the new file before verification: only a
     refusal says the effect did not happen. This is a verification failure, and the
     in-band rollback finds the folder already as it was."""
     op = approved("file")
-    at_boundary("executed", lambda _op: (settings.OVERSIGHT_WORKSPACE / "notes/today.md").unlink())
+    at_boundary("executed", lambda _op: (workspace / "notes/today.md").unlink())
 
     op = drained(op)
 
@@ -228,7 +235,7 @@ def test_a_poison_operation_ends_failed_after_its_attempts(
     assert op.status == Status.FAILED
     assert op.status_reason == (
         f"gave up after {settings.OVERSIGHT_MAX_ATTEMPTS} attempts: "
-        "RuntimeError: a bug in a custom action"
+        "an unexpected RuntimeError, logged on the server"
     )
     (message,) = op.run.messages.filter(kind="system")
     assert "was not executed: gave up after" in message.payload["text"]
@@ -248,7 +255,7 @@ def test_an_effect_that_cannot_be_verified_goes_to_a_person_after_its_attempts(
 
     assert op.status == Status.ALERTED
     assert Unverifiable.fired == 1  # Each later attempt verified first; none fired again.
-    assert "ConnectionResetError: the target hung up" in Alert.objects.get(operation=op).summary
+    assert "the connection to the target broke" in Alert.objects.get(operation=op).summary
 
 
 # --- What can never succeed is refused at proposal -------------------------------------
@@ -300,8 +307,8 @@ def test_a_proposal_that_can_never_succeed_is_refused(
 # --- What killed writers leave behind --------------------------------------------------
 
 
-def test_a_killed_writers_temporary_file_is_removed_by_the_next_write(approved, settings):
-    folder = settings.OVERSIGHT_WORKSPACE / "notes"
+def test_a_killed_writers_temporary_file_is_removed_by_the_next_write(approved, workspace):
+    folder = workspace / "notes"
     folder.mkdir(parents=True)
     (folder / ".incoming-k1ll3d").write_bytes(b"half a fi")
 
@@ -311,10 +318,10 @@ def test_a_killed_writers_temporary_file_is_removed_by_the_next_write(approved, 
     assert sorted(p.name for p in folder.iterdir()) == ["today.md"]
 
 
-def test_a_workers_housekeeping_clears_temporary_files_in_quiet_folders(db, settings):
+def test_a_workers_housekeeping_clears_temporary_files_in_quiet_folders(workspace):
     from runs.engine.worker import Worker
 
-    quiet = settings.OVERSIGHT_WORKSPACE / "reports/2026"
+    quiet = workspace / "reports/2026"
     quiet.mkdir(parents=True)
     (quiet / ".incoming-k1ll3d").write_bytes(b"half a fi")
     (quiet / "kept.md").write_text("a real file\n")
@@ -325,12 +332,12 @@ def test_a_workers_housekeeping_clears_temporary_files_in_quiet_folders(db, sett
 
 
 def test_a_write_another_approved_write_built_on_is_applied_not_undone(
-    approved, settings, at_boundary
+    approved, workspace, at_boundary
 ):
     """The first write landed but its worker could not record it; a second operation,
     approved against the first one's version, wrote on top. The first is verified
     applied (the second found it there), and its undo never discards the second."""
-    path = settings.OVERSIGHT_WORKSPACE / "notes/today.md"
+    path = workspace / "notes/today.md"
     first = approved("file")
     second = approved("file", content="hello\nand more\n", expected_sha256=sha256_hex(b"hello\n"))
     at_boundary("executed", lambda op: op.pk == first.pk and drained(second))
@@ -341,11 +348,11 @@ def test_a_write_another_approved_write_built_on_is_applied_not_undone(
     assert path.read_text() == "hello\nand more\n"
 
 
-def test_an_undo_never_discards_another_approved_write(approved, settings, at_boundary):
+def test_an_undo_never_discards_another_approved_write(approved, workspace, at_boundary):
     """The first write is reverted behind its worker's back, and a second operation,
     approved against the old version, writes: the first cannot be confirmed, and
     restoring its previous version would discard the second's write. A person decides."""
-    path = settings.OVERSIGHT_WORKSPACE / "notes/today.md"
+    path = workspace / "notes/today.md"
     first = approved("file")
     second = approved("file", content="the second write\n")
 
@@ -364,12 +371,12 @@ def test_an_undo_never_discards_another_approved_write(approved, settings, at_bo
 
 
 def test_a_write_is_not_taken_for_done_because_an_earlier_write_had_its_version(
-    approved, settings, at_boundary
+    approved, workspace, at_boundary
 ):
     """v1 → v2 (committed), then an operation puts v1 back and is interrupted after its
     intent. That v2 was once approved against v1 says nothing about the revert: the
     takeover must find it absent and write it."""
-    path = settings.OVERSIGHT_WORKSPACE / "notes/today.md"
+    path = workspace / "notes/today.md"
     path.parent.mkdir(parents=True)
     path.write_text("v1\n")
     v1, v2 = sha256_hex(b"v1\n"), sha256_hex(b"v2\n")

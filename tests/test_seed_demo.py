@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from runs.models import Membership, Run
+from tests.helpers import sign_in
 
 PASSWORD = "demo-password-for-tests"
 DEMO_ROLES = {
@@ -48,13 +49,17 @@ def password_hashes() -> dict[str, str]:
 def test_demo_users_are_members_of_the_demo_project(db, with_password):
     seed()
     memberships = Membership.objects.filter(project__slug="demo")
-    assert {(m.user.username, m.role.name) for m in memberships} == set(DEMO_ROLES.items())
+    # The person the demo agent acts for is a member too (a token acts only for
+    # members), reading only; they have no password.
+    expected = {*DEMO_ROLES.items(), ("agent-owner", "auditor")}
+    assert {(m.user.username, m.role.name) for m in memberships} == expected
+    assert not User.objects.get(username="agent-owner").has_usable_password()
 
 
 def test_demo_users_log_in_with_the_password_from_the_environment(db, with_password, client):
     seed()
     for username in DEMO_ROLES:
-        assert client.login(username=username, password=PASSWORD), username
+        assert sign_in(client, username, PASSWORD).status_code == 302, username
 
 
 def test_a_generated_password_is_printed_once_and_kept(db, without_password, client):
@@ -64,7 +69,7 @@ def test_a_generated_password_is_printed_once_and_kept(db, without_password, cli
     assert "unchanged" in second
     assert password not in second
     assert password_hashes() == hashes
-    assert client.login(username="reviewer", password=password)
+    assert sign_in(client, "reviewer", password).status_code == 302
 
 
 def test_seeding_twice_creates_nothing_new(db, with_password):

@@ -56,7 +56,7 @@ def test_duplicate_name_and_unknown_owner_are_form_errors(client, admin_user, pr
 
     assert duplicate.status_code == unknown.status_code == 400
     assert "already has a token named" in duplicate.text
-    assert "no user" in unknown.text
+    assert "nobody is not one of the available choices" in unknown.text
     assert AgentToken.objects.count() == 1
 
 

@@ -43,15 +43,26 @@ An action that fires outside the database calls ``ctx.confirm_lease()`` as late 
 can before the effect (inside its own lock, if it takes one): it raises if another
 worker holds the operation now.
 
+The text of the exceptions above is shown to the agent, in alert summaries and emails:
+write it for them, naming files by the path the agent gave, never an absolute server
+path or another exception's text. Any other exception is described from a fixed
+vocabulary (``plain_reason``); its own text goes to the server log only.
+
 Register actions with the ``OVERSIGHT_ACTIONS`` setting (a list of dotted paths).
 """
 
+import os
+import smtplib
+import socket
+import ssl
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Protocol
 
+from django.db import DatabaseError
 from pydantic import BaseModel, ConfigDict
 
+from runs.errors import OversightError
 from runs.models import Artifact, Operation
 
 
@@ -73,6 +84,44 @@ class NothingToRollBack(Exception):
 
 class TryLater(Exception):
     """The target is busy (e.g. locked by another writer): nothing was done this time."""
+
+
+# Exceptions whose text was written for the people and agents who read it.
+SAYS_WHY = (
+    PreconditionFailed,
+    ExecutionFailed,
+    NotApplied,
+    NothingToRollBack,
+    TryLater,
+    OversightError,
+)
+
+
+# Checked in order: the first class an error belongs to names it.
+FIXED_WORDS: list[tuple[type[BaseException], str]] = [
+    (TimeoutError, "the target did not answer (timeout)"),
+    (socket.gaierror, "the target's name could not be resolved"),
+    (ConnectionRefusedError, "the target refused the connection"),
+    (ConnectionError, "the connection to the target broke"),
+    (ssl.SSLError, "the secure connection to the target failed"),
+    (smtplib.SMTPException, "the mail server ended the exchange with an error"),
+    (DatabaseError, "a database error, logged on the server"),
+]
+
+
+def plain_reason(error: BaseException) -> str:
+    """What went wrong, fit for an agent, an alert summary or an email: an action's own
+    words, or else a description from a fixed vocabulary. The text of other exceptions
+    may hold absolute server paths, host names or someone else's data (an OSError names
+    the file, a database error the row), so it is never part of the answer."""
+    if isinstance(error, SAYS_WHY):
+        return str(error)
+    for kind, words in FIXED_WORDS:
+        if isinstance(error, kind):
+            return words
+    if isinstance(error, OSError) and error.errno and error.errno > 0:
+        return os.strerror(error.errno).lower()  # The system's fixed words for its code.
+    return f"an unexpected {type(error).__name__}, logged on the server"
 
 
 class Effect(StrEnum):

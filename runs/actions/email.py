@@ -9,6 +9,7 @@ sent is applied, no record is absent (no attempt can send any more), "sending" i
 uncertain — the handover was interrupted, and a person must find out.
 """
 
+import logging
 import smtplib
 from email.utils import make_msgid
 
@@ -31,16 +32,27 @@ from runs.actions.base import (
 )
 from runs.models import Operation, SentEmail
 
-# The server turned the message down before accepting it: nothing left.
-REFUSED = (
-    ConnectionRefusedError,
-    smtplib.SMTPConnectError,
-    smtplib.SMTPHeloError,
-    smtplib.SMTPAuthenticationError,
-    smtplib.SMTPSenderRefused,
-    smtplib.SMTPRecipientsRefused,
-    smtplib.SMTPDataError,
-)
+log = logging.getLogger(__name__)
+
+# The server turned the message down before accepting it: nothing left. What the agent
+# is told of each; the server's own reply (which may name its host, accounts or other
+# addresses) goes to the server log only.
+REFUSED: dict[type[Exception], str] = {
+    ConnectionRefusedError: "the mail server refused the connection",
+    smtplib.SMTPConnectError: "the mail server refused the connection",
+    smtplib.SMTPHeloError: "the mail server refused the greeting",
+    smtplib.SMTPAuthenticationError: "the mail server refused Oversight's credentials",
+    smtplib.SMTPSenderRefused: "the mail server refused the sender address",
+    smtplib.SMTPRecipientsRefused: "the mail server refused every recipient",
+    smtplib.SMTPDataError: "the mail server refused the message",
+}
+
+
+def refusal_reason(refusal: Exception) -> str:
+    """The fixed words for ``refusal``, with the server's reply code if it gave one."""
+    words = next(text for kind, text in REFUSED.items() if isinstance(refusal, kind))
+    code = getattr(refusal, "smtp_code", None)
+    return f"{words} (code {code})" if isinstance(code, int) else words
 
 
 class EmailArguments(Arguments):
@@ -110,9 +122,10 @@ class SendEmail(Action):
         )
         try:
             message.send()
-        except REFUSED as refusal:
+        except tuple(REFUSED) as refusal:
             SentEmail.objects.filter(pk=record.pk).delete()
-            raise NotApplied(f"the mail server refused the message: {refusal}") from None
+            log.warning("email.send, operation %s: refused: %s", ctx.operation.pk, refusal)
+            raise NotApplied(refusal_reason(refusal)) from None
         SentEmail.objects.filter(pk=record.pk).update(
             status=SentEmail.Status.SENT, sent_at=timezone.now()
         )

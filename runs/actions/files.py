@@ -1,9 +1,13 @@
-"""``file.write``: write a text file inside the sandboxed workspace.
+"""``file.write``: write a text file inside the project's sandboxed workspace.
 
-Precondition: the file's current content still has the sha256 the reviewer approved
-against (``null``: the file must not exist yet). No path may leave the workspace.
+Each project has its own workspace, ``<OVERSIGHT_WORKSPACE>/project-<id>``: a path is
+always read inside the operation's project, so no agent can see, hash or overwrite
+another project's files. Precondition: the file's current content still has the sha256
+the reviewer approved against (``null``: the file must not exist yet). No path may
+leave the workspace (absolute paths, ``..`` and symlinks leading out are refused).
 The previous version is kept as an artifact before the write, so the in-band undo
-restores it exactly (or removes a file that did not exist).
+restores it exactly (or removes a file that did not exist). Messages name the file by
+the path the agent gave, never by its place on the server.
 
 Fencing reaches the file: every writer holds an exclusive lock on the file's folder
 from its re-hash to its atomic replace, and confirms its lease inside that lock;
@@ -13,6 +17,7 @@ repeat after a takeover is harmless (``deduplicates``), and "absent" is final.
 """
 
 import fcntl
+import logging
 import os
 import time
 from collections.abc import Iterator
@@ -33,11 +38,13 @@ from runs.actions.base import (
     NothingToRollBack,
     PreconditionFailed,
     TryLater,
+    plain_reason,
 )
 from runs.canonical import sha256_hex
-from runs.models import Artifact, Checkpoint, Operation
+from runs.models import Artifact, Checkpoint, Operation, Project
 from runs.services.artifacts import INCOMING, read_artifact, store_artifact, write_durably
 
+log = logging.getLogger(__name__)
 MAX_CONTENT = 1_000_000
 NAME_MAX = 255  # bytes in one path component (Linux)
 
@@ -60,17 +67,38 @@ class FileWriteArguments(Arguments):
         return path
 
 
-def workspace() -> Path:
+def workspace_root() -> Path:
+    """The folder holding every project's workspace."""
     return Path(settings.OVERSIGHT_WORKSPACE).resolve()
 
 
-def resolve(path: str) -> Path:
-    """The real location of ``path``; refuses anything (e.g. a symlink) leading outside."""
-    root = workspace()
+def workspace_of(project: Project) -> Path:
+    """``project``'s own workspace. Named by the project's id, which is never changed or
+    reused: a slug can be edited, and a project later given the old slug would then
+    find the files of another."""
+    return workspace_root() / f"project-{project.pk}"
+
+
+def resolve(path: str, project: Project) -> Path:
+    """The real location of ``path`` in ``project``'s workspace; refuses anything (e.g.
+    a symlink) leading outside it, into another project's workspace or elsewhere."""
+    root = workspace_of(project)
     target = (root / path).resolve()
     if not target.is_relative_to(root) or target == root:
         raise PreconditionFailed(f"{path} leads outside the workspace")
     return target
+
+
+@contextmanager
+def on_disk(path: str, doing: str) -> Iterator[None]:
+    """Report a failure of the file system on ``path`` in the agent's terms: the path as
+    the agent gave it and the system's fixed words for the error. The error's own text
+    names the absolute server path: it goes to the server log only."""
+    try:
+        yield
+    except OSError as error:
+        log.warning("file.write: %s could not be %s: %s", path, doing, error)
+        raise ExecutionFailed(f"{path} could not be {doing}: {plain_reason(error)}") from None
 
 
 def current_hash(target: Path) -> str | None:
@@ -99,7 +127,7 @@ def folder_lock(folder: Path, *, shared: bool = False, wait: bool = True) -> Ite
                 break
             except BlockingIOError:
                 if not wait or time.monotonic() > deadline:
-                    raise FolderBusy(f"{folder.name}/ stayed locked by another writer") from None
+                    raise FolderBusy("the folder stayed locked by another writer") from None
                 time.sleep(0.05)
         yield
     finally:
@@ -107,11 +135,12 @@ def folder_lock(folder: Path, *, shared: bool = False, wait: bool = True) -> Ite
 
 
 def clear_leftovers() -> int:
-    """Remove what killed writers left in the workspace (``.incoming-*``), folder by
+    """Remove what killed writers left in the workspaces (``.incoming-*``), folder by
     folder under the folder's lock (skipping a folder someone is writing in now): a
     live writer holds the lock while its temporary file exists. Returns how many."""
     removed = 0
-    for folder in sorted({leftover.parent for leftover in workspace().rglob(f"{INCOMING}*")}):
+    leftovers = workspace_root().rglob(f"{INCOMING}*")
+    for folder in sorted({leftover.parent for leftover in leftovers}):
         try:
             with folder_lock(folder, wait=False):
                 removed += _remove_incoming(folder)
@@ -127,22 +156,35 @@ def _remove_incoming(folder: Path) -> int:
     return len(leftovers)
 
 
-def write_locked(target: Path, content: bytes, *, before: str | None, ctx: Context) -> None:
-    """Replace ``target`` with ``content`` only if it still hashes to ``before``, under
-    the folder's lock and the worker's confirmed lease. Temporary files left by killed
-    writers of this folder are removed on the way: no live writer can own one while we
-    hold the lock."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+def write_locked(
+    path: str, target: Path, content: bytes, *, before: str | None, ctx: Context
+) -> None:
+    """Replace ``target`` (``path`` in the workspace) with ``content`` only if it still
+    hashes to ``before``, under the folder's lock and the worker's confirmed lease.
+    Temporary files left by killed writers of this folder are removed on the way: no
+    live writer can own one while we hold the lock."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # Nothing of the file was written.
+        raise not_written(path, error, "its folder could not be made") from None
     with folder_lock(target.parent):
         _remove_incoming(target.parent)
         found = current_hash(target)
         if found != before:
-            raise NotApplied(f"{target.name} changed since it was approved")
+            raise NotApplied(f"{path} changed since it was approved")
         ctx.confirm_lease()
         try:
             write_durably(target, content)
         except OSError as error:  # Nothing was replaced: the rename is all or nothing.
-            raise NotApplied(f"{target.name} could not be written: {error.strerror}") from None
+            raise not_written(path, error) from None
+
+
+def not_written(path: str, error: OSError, step: str = "") -> NotApplied:
+    """The refusal of a write that failed before it replaced anything: in the agent's
+    terms, while the error's own text (naming the server's path) goes to the log."""
+    log.warning("file.write: %s could not be written: %s", path, error)
+    reason = f"{step} ({plain_reason(error)})" if step else plain_reason(error)
+    return NotApplied(f"{path} could not be written: {reason}")
 
 
 def _approved_writes(path: str, ctx: Context):
@@ -193,7 +235,8 @@ class FileWrite(Action):
         }
 
     def precondition(self, args: FileWriteArguments, ctx: Context) -> None:
-        found = current_hash(resolve(args.path))
+        with on_disk(args.path, "read"):
+            found = current_hash(resolve(args.path, ctx.project))
         if found != args.expected_sha256:
             raise PreconditionFailed(
                 f"{args.path} has changed since it was approved "
@@ -203,11 +246,13 @@ class FileWrite(Action):
     def snapshot(self, args: FileWriteArguments, ctx: Context) -> dict:
         """The previous version (kept as an artifact, for undo) and the version this
         write makes (so that other operations can tell it is an approved one)."""
-        target = resolve(args.path)
+        target = resolve(args.path, ctx.project)
         writes = sha256_hex(args.content.encode())
         if not target.is_file():
             return {"previous": None, "writes": writes}
-        artifact = store_artifact(target.read_bytes())
+        with on_disk(args.path, "read"):
+            previous = target.read_bytes()
+        artifact = store_artifact(previous)
         ctx.artifacts[f"workspace/{args.path}@before"] = artifact
         return {"previous": artifact.sha256, "writes": writes}
 
@@ -219,12 +264,14 @@ class FileWrite(Action):
 
     def execute(self, args: FileWriteArguments, key: str, ctx: Context) -> dict:
         content = args.content.encode()
-        write_locked(resolve(args.path), content, before=args.expected_sha256, ctx=ctx)
+        target = resolve(args.path, ctx.project)
+        with on_disk(args.path, "written"):
+            write_locked(args.path, target, content, before=args.expected_sha256, ctx=ctx)
         return {"path": args.path, "sha256": sha256_hex(content)}
 
     def verify(self, args: FileWriteArguments, key: str, ctx: Context) -> Effect:
-        target = resolve(args.path)
-        with folder_lock(target.parent, shared=True):
+        target = resolve(args.path, ctx.project)
+        with on_disk(args.path, "read"), folder_lock(target.parent, shared=True):
             found = current_hash(target)
         ours = sha256_hex(args.content.encode())
         if found == ours:
@@ -237,9 +284,9 @@ class FileWrite(Action):
         """Put the file back as the reviewer approved against: its previous version (an
         absolute state, so repeating it is harmless), or no file — unless the version
         there now is another approved operation's, which restoring would discard."""
-        target = resolve(args.path)
+        target = resolve(args.path, ctx.project)
         previous = ctx.intent.get("previous")
-        with folder_lock(target.parent):
+        with on_disk(args.path, "restored"), folder_lock(target.parent):
             found = current_hash(target)
             if found == previous:
                 return

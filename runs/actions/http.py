@@ -13,17 +13,36 @@ The rollback is a compensating call when the proposal names one (sent with its o
 idempotency key), made only if the target changed since before the call; otherwise an
 out-of-band alert. A takeover may call again only on hosts declared to deduplicate
 (``OVERSIGHT_HTTP_DEDUPLICATING_HOSTS``).
+
+Every request goes where it was approved, and nowhere else:
+
+- Redirects are never followed: a 3xx is the target's answer. To the call itself it
+  means the target received the request (a 303 even says it acted), so verification
+  decides, as for a 5xx; to a verify GET it shows nothing of the resource, so the
+  effect is uncertain (never "absent") and a compensation is not attempted; to the
+  precondition GET it is a failed precondition. Nothing (the ``Idempotency-Key``, the
+  fencing epoch, the body) ever reaches a host the URL did not name.
+- The host is resolved once per request, and the connection goes to the addresses
+  checked (the ``Host`` header, SNI and the certificate check still use the name), so
+  a name cannot resolve to one address for the check and another for the call. An
+  internal address (loopback, private, link-local, multicast, unspecified, reserved;
+  IPv4-mapped IPv6 included) is refused unless the URL names its port and that exact
+  ``host:port`` is in ``OVERSIGHT_HTTP_ALLOWED_HOSTS``: a bare ``host`` entry is for
+  public services only.
+- Proxy environment variables are not used: a proxy would resolve the name itself.
 """
 
+import http.client
+import ipaddress
 import json
-import urllib.error
-import urllib.request
+import socket
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from django.conf import settings
 from pydantic import AfterValidator, Field
 
+from runs import jsonsafe
 from runs.actions.base import (
     Action,
     Arguments,
@@ -33,10 +52,12 @@ from runs.actions.base import (
     NotApplied,
     NothingToRollBack,
     PreconditionFailed,
+    plain_reason,
 )
 from runs.models import Operation
 
 FENCING_HEADER = "Oversight-Fencing-Epoch"
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def check_url(url: str) -> str:
@@ -72,7 +93,7 @@ class Expectation(Arguments):
     def shortfall(self, answer: "Answer") -> str:
         """How ``answer`` falls short of this expectation ("" when it meets it)."""
         if answer.status != self.status:
-            return f"GET {self.url} answered {answer.status}, not {self.status}"
+            return f"GET {self.url} answered {answer}, not {self.status}"
         fields = self.seen(answer.status, answer.body)["fields"]
         if fields != self.json_fields:
             return f"GET {self.url} shows {fields}, not {self.json_fields}"
@@ -91,49 +112,142 @@ class HttpRequestArguments(Call):
     compensate: Call | None = None
 
 
+class Unsent(ExecutionFailed):
+    """The request never left Oversight (its name did not resolve, its address was
+    refused, the connection failed): the target saw nothing of it."""
+
+
+class AddressRefused(Unsent):
+    """The URL's host resolves to an internal address it may not reach."""
+
+
 class Answer:
-    def __init__(self, status: int, raw: bytes, etag: str | None) -> None:
-        self.status, self.raw, self.etag = status, raw, etag
+    def __init__(self, status: int, raw: bytes, etag: str | None, location: str | None) -> None:
+        self.status, self.raw, self.etag, self.location = status, raw, etag, location
 
     @property
     def body(self) -> Any:
+        """The answer's JSON, if it is JSON Oversight can store (the target's text is as
+        hostile as an agent's: NaN, NUL, nesting thousands deep); else the start of it as
+        text, which can always be stored."""
         try:
-            return json.loads(self.raw)
-        except ValueError:
-            return self.raw[:2000].decode(errors="replace")
+            value = jsonsafe.parse(self.raw, field="body")
+            jsonsafe.check_tree("body", value)
+        except jsonsafe.Refused:
+            return self.raw[:2000].decode(errors="replace").replace("\x00", "\ufffd")
+        return value
+
+    @property
+    def redirected(self) -> bool:
+        return 300 <= self.status < 400
+
+    def __str__(self) -> str:
+        """The status as a person reads it, saying that a redirect was not followed."""
+        if not self.redirected:
+            return str(self.status)
+        location = " ".join((self.location or "").split())[:200]  # One line, however sent.
+        to = f" to {location}" if location else ""
+        return f"{self.status} (a redirect{to}, which Oversight does not follow)"
 
 
 def send(call: Call, key: str, headers: dict[str, str]) -> Answer:
-    """Make the call; a connection refused means the target never saw it."""
+    """Make the call; a request that never left Oversight did not reach the target."""
     data = None if call.body is None else json.dumps(call.body).encode()
-    request = urllib.request.Request(
-        call.url,
-        data=data,
-        method=call.method,
-        headers={"Idempotency-Key": key, "Content-Type": "application/json", **headers},
-    )
+    headers = {"Idempotency-Key": key, "Content-Type": "application/json", **headers}
     try:
-        return _open(request)
-    except ExecutionFailed as failure:
-        if isinstance(failure.__cause__, ConnectionRefusedError):
-            raise NotApplied(str(failure)) from None
-        raise
+        return _open(call.method, call.url, data, headers)
+    except Unsent as unsent:
+        raise NotApplied(str(unsent)) from None
 
 
 def fetch(url: str) -> Answer:
-    return _open(urllib.request.Request(url, method="GET"))
+    return _open("GET", url)
 
 
-def _open(request: urllib.request.Request) -> Answer:
+def resolve(url: str) -> list[tuple]:
+    """The addresses of the URL's host (``getaddrinfo`` entries), each checked; raises
+    ``AddressRefused`` if any is internal and the URL's ``host:port`` is not allow-listed
+    (a name answering both a public and an internal address is refused)."""
+    parts = urlsplit(url)
     try:
-        with urllib.request.urlopen(request, timeout=settings.OVERSIGHT_HTTP_TIMEOUT) as response:
-            return Answer(response.status, response.read(), response.headers.get("ETag"))
-    except urllib.error.HTTPError as error:
-        return Answer(error.code, error.read(), error.headers.get("ETag"))
-    except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
-        cause = error.reason if isinstance(error, urllib.error.URLError) else error
-        failure = ExecutionFailed(f"{request.method} {request.full_url}: {cause}")
-        raise failure from cause if isinstance(cause, BaseException) else error
+        found = socket.getaddrinfo(parts.hostname, _port(parts), type=socket.SOCK_STREAM)
+    except OSError as error:
+        raise Unsent(f"{parts.hostname} does not resolve: {plain_reason(error)}") from error
+    if parts.port is not None and parts.netloc in settings.OVERSIGHT_HTTP_ALLOWED_HOSTS:
+        return found
+    for *_, sockaddr in found:
+        if internal(sockaddr[0]):
+            raise AddressRefused(
+                f"{parts.hostname} resolves to {sockaddr[0]}, an internal address: only a "
+                "host:port in OVERSIGHT_HTTP_ALLOWED_HOSTS may be internal"
+            )
+    return found
+
+
+def internal(address: str) -> bool:
+    """Loopback, private, link-local, multicast, unspecified or reserved (IPv4 or IPv6,
+    an IPv4-mapped IPv6 address judged as the IPv4 one)."""
+    ip = ipaddress.ip_address(address.partition("%")[0])  # Without an IPv6 zone.
+    ip = getattr(ip, "ipv4_mapped", None) or ip
+    site_local = ip.version == 6 and ip.is_site_local
+    return not ip.is_global or ip.is_multicast or ip.is_reserved or site_local
+
+
+class _Pinned(http.client.HTTPConnection):
+    """Connects to the addresses ``resolve`` checked (``found``), not to whatever the
+    name resolves to by now; the Host header still names the host."""
+
+    found: list[tuple]
+
+    def connect(self) -> None:
+        error = OSError(f"{self.host} has no address")
+        for family, kind, proto, _, sockaddr in self.found:
+            sock = socket.socket(family, kind, proto)
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect(sockaddr)
+            except OSError as refused:
+                sock.close()
+                error = refused
+                continue
+            self.sock = sock
+            return
+        raise error
+
+
+class _PinnedTLS(http.client.HTTPSConnection, _Pinned):
+    """``HTTPSConnection.connect`` wraps the socket ``_Pinned.connect`` opened, with SNI
+    and the certificate check for the host's name."""
+
+
+def _port(parts: SplitResult) -> int:
+    return parts.port or DEFAULT_PORTS[parts.scheme]
+
+
+def _open(method: str, url: str, data: bytes | None = None, headers: dict | None = None) -> Answer:
+    """One request, one answer: a redirect is returned, never followed."""
+    parts, found = urlsplit(url), resolve(url)
+    kind = _PinnedTLS if parts.scheme == "https" else _Pinned
+    connection = kind(parts.hostname, _port(parts), timeout=settings.OVERSIGHT_HTTP_TIMEOUT)
+    connection.found = found
+    try:
+        try:
+            connection.connect()
+        except OSError as error:
+            raise Unsent(f"{method} {url}: {plain_reason(error)}") from error
+        path = parts.path or "/"
+        connection.request(
+            method, f"{path}?{parts.query}" if parts.query else path, data, headers or {}
+        )
+        response = connection.getresponse()
+        raw = response.read()
+        return Answer(
+            response.status, raw, response.getheader("ETag"), response.getheader("Location")
+        )
+    except (OSError, http.client.HTTPException) as error:
+        raise ExecutionFailed(f"{method} {url}: {plain_reason(error)}") from error
+    finally:
+        connection.close()
 
 
 class HttpRequest(Action):
@@ -165,6 +279,11 @@ class HttpRequest(Action):
             HttpRequestArguments.model_validate(args.model_dump(by_alias=True))
         except ValueError as error:
             raise PreconditionFailed(f"no longer allowed: {error}") from None
+        try:  # Checked again at each connection; refused here, nothing has fired yet.
+            for url in self._urls(args):
+                resolve(url)
+        except AddressRefused as error:
+            raise PreconditionFailed(str(error)) from None
         if args.precondition:
             why = args.precondition.shortfall(fetch(args.precondition.url))
             if why:
@@ -185,7 +304,7 @@ class HttpRequest(Action):
             return {"status": answer.status, "body": answer.body}
         if 400 <= answer.status < 500:
             raise NotApplied(f"{args.method} {args.url} was refused: {answer.status}")
-        raise ExecutionFailed(f"{args.method} {args.url} answered {answer.status}")
+        raise ExecutionFailed(f"{args.method} {args.url} answered {answer}")
 
     def verify(self, args: HttpRequestArguments, key: str, ctx: Context) -> Effect:
         answer = fetch(args.verify.url)  # Unreachable: raised, and retried later.
@@ -194,18 +313,28 @@ class HttpRequest(Action):
         return Effect.ABSENT if self._unchanged(args, answer, ctx) else Effect.UNCERTAIN
 
     def compensate(self, args: HttpRequestArguments, key: str, ctx: Context) -> None:
-        if self._unchanged(args, fetch(args.verify.url), ctx):
+        answer = fetch(args.verify.url)
+        if answer.redirected:
+            raise NothingToRollBack(f"GET {args.verify.url} answered {answer}: it shows nothing")
+        if self._unchanged(args, answer, ctx):
             raise NothingToRollBack(f"GET {args.verify.url} shows the state from before the call")
         headers = {FENCING_HEADER: str(ctx.epoch)}
         ctx.confirm_lease()  # Again: the GET above may have taken a while.
         answer = send(args.compensate, f"{key}:compensate", headers)
         if not 200 <= answer.status < 300:
-            raise ExecutionFailed(f"compensation {args.compensate.url} answered {answer.status}")
+            raise ExecutionFailed(f"compensation {args.compensate.url} answered {answer}")
+
+    @staticmethod
+    def _urls(args: HttpRequestArguments) -> set[str]:
+        calls = [args, args.verify, args.precondition, args.compensate]
+        return {call.url for call in calls if call is not None}
 
     @staticmethod
     def _unchanged(args: HttpRequestArguments, answer: Answer, ctx: Context) -> bool:
+        """Whether the verify URL shows the state from before the call. A redirect shows
+        nothing of the resource: never "unchanged", so never read as "absent"."""
         before = ctx.intent.get("before")
-        if before is None:
+        if before is None or answer.redirected:
             return False
         now = args.verify.seen(answer.status, answer.body)
         return now == {"status": before["status"], "fields": before["fields"]}

@@ -10,6 +10,7 @@ Verification re-reads the entry of the key; the rollback is a compensating trans
 made only if the forward entry exists, itself applied once.
 """
 
+import logging
 import random
 import time
 from decimal import Decimal
@@ -33,6 +34,7 @@ Money = Decimal
 # SQLSTATEs of a transaction the database aborted to resolve a conflict: retry it.
 CONFLICTS = {"40001", "40P01"}  # serialization failure, deadlock detected
 CONFLICT_RETRIES = 5
+log = logging.getLogger(__name__)
 
 
 class TransferArguments(Arguments):
@@ -157,5 +159,6 @@ def _apply(ctx, source, target, amount, key, floor) -> LedgerEntry:
         # the ledger's own constraints refused the transfer.
         applied = LedgerEntry.objects.filter(idempotency_key=key).first()
         if applied is None:
-            raise NotApplied(f"the ledger refused the transfer: {exc}") from None
+            log.warning("ledger refused operation %s: %s", key, exc)
+            raise NotApplied("the ledger's constraints refused the transfer") from None
         return applied

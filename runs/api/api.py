@@ -8,7 +8,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from runs.api.auth import PayloadTooLarge, TokenAuth
 from runs.api.endpoints import router
-from runs.api.limits import LimitExceeded
+from runs.api.limits import Refused, StrictParser
 from runs.errors import (
     ArgumentsChanged,
     ConflictingProposal,
@@ -31,6 +31,7 @@ api = NinjaAPI(
     urls_namespace="api",
     openapi_url="/openapi.json",
     docs_url="/docs",
+    parser=StrictParser(),
 )
 api.add_router("", router)
 
@@ -61,9 +62,10 @@ def oversight_error(request, exc: OversightError):
     return problem(request, STATUS.get(type(exc), 409), exc.code, detail, field)
 
 
-@api.exception_handler(LimitExceeded)
-def limit_exceeded(request, exc: LimitExceeded):
-    return problem(request, exc.status, "limit_exceeded", f"{exc.field}: {exc}", exc.field)
+@api.exception_handler(Refused)
+def refused(request, exc: Refused):
+    """Input refused by a limit or a JSON check (``LimitExceeded`` is one)."""
+    return problem(request, exc.status, exc.code, f"{exc.field}: {exc}", exc.field)
 
 
 @api.exception_handler(PayloadTooLarge)
@@ -86,7 +88,10 @@ def invalid_request(request, exc: ValidationError):
 
 @api.exception_handler(HttpError)
 def http_error(request, exc: HttpError):
-    """ninja's own refusals, e.g. a body that is not JSON."""
+    """ninja's own refusals, e.g. a body that is not JSON. A body the strict parser
+    refused carries the parser's reason and field."""
+    if isinstance(exc.__cause__, Refused):
+        return refused(request, exc.__cause__)
     return problem(request, exc.status_code, "invalid", f"body: {exc}", "body")
 
 

@@ -1,9 +1,12 @@
-"""The agent API's endpoints. Each finds its objects within the token's project (a
-404 otherwise) and calls the same services the pages use."""
+"""The agent API's endpoints. Each finds its objects within the sessions the token
+opened and calls the same services the pages use. Another agent's session, run or
+operation, in this project or another, is a 404 as if it did not exist: a token must
+not propose into, finish or report on runs of someone it does not act for."""
 
 import base64
 import binascii
 import time
+from contextlib import nullcontext
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -16,8 +19,10 @@ from runs.actions.base import Effect
 from runs.actors import Actor
 from runs.api import schemas as s
 from runs.api.limits import LimitExceeded, check_json
+from runs.api.waits import Busy, too_many, wait_slot
 from runs.canonical import sha256_hex
 from runs.clock import db_now
+from runs.downloads import attachment, stored_path
 from runs.engine.claims import LEASED, take_lease
 from runs.errors import (
     IllegalTransition,
@@ -30,10 +35,16 @@ from runs.errors import (
 from runs.models import AgentToken, Checkpoint, CheckpointArtifact, Operation, Run, Session
 from runs.payloads import SCHEMAS as PAYLOAD_SCHEMAS
 from runs.services.alerts import raise_alert
-from runs.services.artifacts import attach_artifact, read_artifact
+from runs.services.artifacts import attach_artifact
 from runs.services.decisions import expire_if_due
 from runs.services.proposals import propose_operation
-from runs.services.runs import append_message, finish_run, open_session, start_run
+from runs.services.runs import (
+    append_message,
+    finish_run,
+    open_session,
+    paused_by_alert,
+    start_run,
+)
 from runs.transitions import lock_run, transition_operation
 
 router = Router()
@@ -55,13 +66,17 @@ def agent(request) -> Actor:
     return Actor.agent(token(request).name)
 
 
+def own_session(request, pk: int) -> Session:
+    return get_object_or_404(Session, pk=pk, token=token(request))
+
+
 def own_run(request, pk: int) -> Run:
-    return get_object_or_404(Run, pk=pk, project=token(request).project)
+    return get_object_or_404(Run, pk=pk, session__token=token(request))
 
 
 def own_operation(request, pk: int) -> Operation:
     return get_object_or_404(
-        Operation.objects.select_related("project"), pk=pk, project=token(request).project
+        Operation.objects.select_related("project"), pk=pk, run__session__token=token(request)
     )
 
 
@@ -72,7 +87,7 @@ def own_operation(request, pk: int) -> Operation:
 def create_session(request, body: s.SessionIn):
     me = token(request)
     session = open_session(
-        project=me.project, owner=me.owner, agent=body.agent or me.name, title=body.title
+        project=me.project, owner=me.owner, agent=body.agent or me.name, title=body.title, token=me
     )
     return Status(
         201,
@@ -88,7 +103,7 @@ def create_session(request, body: s.SessionIn):
 
 @router.post("/runs", response={201: s.RunOut, **PROBLEMS}, tags=["runs"])
 def create_run(request, body: s.RunIn):
-    session = get_object_or_404(Session, pk=body.session, project=token(request).project)
+    session = own_session(request, body.session)
     retry_of = own_run(request, body.retry_of) if body.retry_of is not None else None
     run = start_run(session=session, goal=body.goal, actor=agent(request), retry_of=retry_of)
     return Status(201, s.RunOut.of(run))
@@ -121,16 +136,13 @@ def add_message(request, pk: int, body: s.MessageIn):
             f"schema_version: no payload schema for kind {body.kind!r} "
             f"version {body.schema_version}"
         )
-    try:
-        message = append_message(
-            run=own_run(request, pk),
-            kind=body.kind,
-            payload=body.payload,
-            actor=agent(request),
-            schema_version=body.schema_version,
-        )
-    except InvalidInput as error:
-        raise InvalidInput(f"payload: {error}") from None
+    message = append_message(
+        run=own_run(request, pk),
+        kind=body.kind,
+        payload=body.payload,
+        actor=agent(request),
+        schema_version=body.schema_version,
+    )
     return Status(201, s.MessageOut(seq=message.seq, run_version=message.run.version))
 
 
@@ -187,25 +199,40 @@ def propose(request, pk: int, body: s.ProposalIn):
         rollback_kind=body.rollback_kind,
         base_version=body.base_version,
         actor=agent(request),
+        token=token(request),
     )
     return Status(200 if existed else 201, s.OperationOut.of(operation))
 
 
-@router.get("/operations/{int:pk}", response={200: s.OperationOut, **PROBLEMS}, tags=["operations"])
+@router.get(
+    "/operations/{int:pk}",
+    response={200: s.OperationOut, 429: s.Problem, **PROBLEMS},
+    tags=["operations"],
+)
 def read_operation(request, pk: int, wait: int = 0, version: int | None = None):
     """Read an operation. With ``wait=N`` (seconds, bounded) the answer comes as soon as
     the operation changes from ``version`` (default: the version when asked), or after
-    N seconds with the operation as it is."""
+    N seconds with the operation as it is. A wait beyond the concurrent waits allowed
+    per token or in all is refused at once: 429, with ``Retry-After``."""
     if not 0 <= wait <= settings.OVERSIGHT_API_MAX_WAIT_SECONDS:
         raise LimitExceeded("wait", f"between 0 and {settings.OVERSIGHT_API_MAX_WAIT_SECONDS}")
     operation = own_operation(request, pk)
     expire_if_due(operation, db_now())
     known = operation.version if version is None else version
-    deadline = time.monotonic() + wait
+    try:
+        with wait_slot(token(request).pk) if wait else nullcontext():
+            _until_changed(operation, known, time.monotonic() + wait)
+    except Busy as busy:
+        return too_many(busy)
+    return s.OperationOut.of(operation)
+
+
+def _until_changed(operation: Operation, known: int, deadline: float) -> None:
+    """Read ``operation`` again until its version is not ``known`` or the deadline."""
     while True:
         operation.refresh_from_db()
         if operation.version != known or time.monotonic() >= deadline:
-            return s.OperationOut.of(operation)
+            return
         time.sleep(0.1)
 
 
@@ -237,14 +264,16 @@ def _fenced(operation: Operation, epoch: int, status: str, now: datetime | None 
 
 
 def _not_accepting(run: Run) -> OversightError | None:
-    """Why ``run`` takes no new execution step (a claim, an intent), if it does not."""
+    """Why ``run`` takes no new execution step (a claim, an intent), if it does not:
+    closed, halted for reconciliation, or paused by an alert on another of the agent's
+    runs (the project's ``alerts_pause_agent``)."""
     if run.cancel_requested:
         return RunClosed(f"run {run.pk} is cancelled")
     if run.is_terminal:
         return RunClosed(f"run {run.pk} is {run.status}; it accepts nothing more")
     if run.reason == Run.Reason.RECONCILIATION:
         return RunNotAccepting(f"run {run.pk} is halted for reconciliation: {run.unblock}")
-    return None
+    return paused_by_alert(run)
 
 
 @router.post(
@@ -299,6 +328,7 @@ def intent(request, pk: int, body: s.IntentIn):
     while this epoch's lease is live. Refused once the run is cancelled (an operation
     with no intent yet is cancelled with it: it never fired) or halted for
     reconciliation."""
+    check_json("snapshot", body.snapshot, max_bytes=settings.OVERSIGHT_API_MAX_ARGUMENTS_BYTES)
     operation = _agent_executed(request, pk)
     with transaction.atomic():
         run = lock_run(operation.run_id)
@@ -358,6 +388,7 @@ def report(request, pk: int, body: s.ReportIn):
     failure, and the rollback plan must follow. A report is the truth about an effect
     that may already have fired, so it is accepted even after the run was cancelled or
     halted for reconciliation: its intent was recorded before."""
+    check_json("output", body.output, max_bytes=settings.OVERSIGHT_API_MAX_ARGUMENTS_BYTES)
     operation = _agent_executed(request, pk)
     effect = body.reported_effect()
     with transaction.atomic():
@@ -457,14 +488,15 @@ def upload_artifact(request, pk: int, body: s.ArtifactIn):
 
 @router.get("/artifacts/{sha256}", response={200: None, **PROBLEMS}, tags=["artifacts"])
 def fetch_artifact(request, sha256: str):
-    """The bytes of an artifact a checkpoint of this project references, with the media
-    type this project last gave them."""
+    """The bytes of an artifact a checkpoint of this token's runs references, as an
+    attachment named and typed as it last gave them (a type a browser would run, such
+    as HTML or SVG, is served as ``application/octet-stream``)."""
     reference = (
         CheckpointArtifact.objects.select_related("artifact")
-        .filter(artifact__sha256=sha256, checkpoint__run__project=token(request).project)
+        .filter(artifact__sha256=sha256, checkpoint__run__session__token=token(request))
         .order_by("-pk")
         .first()
     )
     if reference is None:
-        raise Http404("no artifact of this project has that sha256")
-    return HttpResponse(read_artifact(reference.artifact), content_type=reference.media_type)
+        raise Http404("no artifact of your runs has that sha256")
+    return attachment(HttpResponse(stored_path(reference).read_bytes()), reference)

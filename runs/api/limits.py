@@ -1,29 +1,21 @@
-"""Limits on what an agent may send, each refused with a reason (413 or 422)."""
+"""Limits on what an agent may send, each refused with a reason (400, 413 or 422). The JSON
+checks are ``runs.jsonsafe``'s, shared with the reviewer's edit form; the strict parser
+here applies them to every request body before any endpoint sees it."""
 
-from django.conf import settings
+from ninja.parser import Parser
 
-from runs.canonical import canonical_json
+from runs.jsonsafe import LimitExceeded, Refused, check_body, check_json, parse
 
-
-class LimitExceeded(Exception):
-    def __init__(self, field: str, reason: str, status: int = 422) -> None:
-        super().__init__(reason)
-        self.field, self.status = field, status
+__all__ = ["LimitExceeded", "Refused", "StrictParser", "check_json"]
 
 
-def depth(value, level: int = 0) -> int:
-    if isinstance(value, dict):
-        return max((depth(v, level + 1) for v in value.values()), default=level + 1)
-    if isinstance(value, list):
-        return max((depth(v, level + 1) for v in value), default=level + 1)
-    return level
+class StrictParser(Parser):
+    """ninja's body parser, strict: no NaN or infinities, UTF-8 only, no lone surrogates
+    or NUL in any string, each member nested at most ``OVERSIGHT_API_MAX_DEPTH`` deep.
+    ninja turns any parser error into a bare 400; the API's handler for that 400 reads
+    the ``Refused`` it was raised from and answers with its field and reason."""
 
-
-def check_json(field: str, value, *, max_bytes: int) -> None:
-    size = len(canonical_json(value))
-    if size > max_bytes:
-        raise LimitExceeded(field, f"{size} bytes is over the limit of {max_bytes}", status=413)
-    if depth(value) > settings.OVERSIGHT_API_MAX_DEPTH:
-        raise LimitExceeded(
-            field, f"nested deeper than {settings.OVERSIGHT_API_MAX_DEPTH} levels", status=422
-        )
+    def parse_body(self, request):
+        body = parse(request.body, field="body")
+        check_body(body)
+        return body

@@ -17,13 +17,19 @@ key:
 A retry must be the same request: the same key with another method, path or body is a
 422. A streaming reply is not stored (its writes commit and a retry runs again); no
 mutating endpoint streams.
+
+A stored reply lives ``OVERSIGHT_API_REPLAY_TTL`` (a day by default): older, it is
+treated as absent (the request runs as a new one), and the workers' housekeeping
+deletes it (``purge_expired``).
 """
 
 import hashlib
+from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
 from django.http import HttpResponse, JsonResponse
+from django.utils import timezone
 
 from runs.models import AgentToken, ApiReplay
 
@@ -79,7 +85,9 @@ class IdempotencyKeyMiddleware:
         """The key's row, and whether it was just reserved for this request. A row
         inserted by a transaction still running is not visible; inserting the same key
         waits for that transaction to end, then fails (the reply is there) or succeeds
-        (it rolled back)."""
+        (it rolled back). An expired row is deleted first: the key is free again."""
+        cutoff = timezone.now() - settings.OVERSIGHT_API_REPLAY_TTL
+        ApiReplay.objects.filter(scope=scope, key=key, created_at__lt=cutoff).delete()
         return ApiReplay.objects.get_or_create(
             scope=scope,
             key=key,
@@ -115,3 +123,10 @@ class IdempotencyKeyMiddleware:
                 content_type=response.get("Content-Type", "application/json"),
                 body=response.content,
             )
+
+
+def purge_expired(now: datetime) -> int:
+    """Delete the stored replies older than ``OVERSIGHT_API_REPLAY_TTL``; how many."""
+    cutoff = now - settings.OVERSIGHT_API_REPLAY_TTL
+    deleted, _ = ApiReplay.objects.filter(created_at__lt=cutoff).delete()
+    return deleted

@@ -1,15 +1,16 @@
 """What goes in and out of the agent API. Field names are the API's contract."""
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from runs import machines
 from runs.errors import InvalidInput
 from runs.models import Decision, Operation, Run
 from runs.recovery import recovery_report
+from runs.services.artifacts import MEDIA_TYPE, MEDIA_TYPE_MAX
 
 
 class Problem(Schema):
@@ -44,7 +45,11 @@ class FinishIn(Schema):
 
 
 class MessageIn(Schema):
-    kind: Literal["user", "agent", "tool", "system"] = "agent"
+    kind: Literal["user", "agent", "tool", "system"] = Field(
+        default="agent",
+        description="system is Oversight's own (refused, 422); a user message is shown as "
+        "reported by this agent, never as the user's own words.",
+    )
     payload: dict[str, Any]
     schema_version: int = 1
 
@@ -85,7 +90,8 @@ class OperationOut(Schema):
     arguments: dict[str, Any]
     arguments_hash: str
     proposed_arguments: dict[str, Any]
-    risk: str
+    risk: str = Field(description="The effective risk: the agent's, raised by the policy.")
+    proposed_risk: str = Field(description="The risk the agent proposed.")
     rollback_kind: str
     executor: Literal["server", "agent"]
     status: str
@@ -131,6 +137,7 @@ OPERATION_FIELDS = [
     "arguments_hash",
     "proposed_arguments",
     "risk",
+    "proposed_risk",
     "rollback_kind",
     "executor",
     "status",
@@ -205,7 +212,15 @@ class CheckpointOut(Schema):
 
 class ArtifactIn(Schema):
     name: str = Field(min_length=1, max_length=500)
-    media_type: str = Field(default="application/octet-stream", max_length=200)
+    media_type: Annotated[
+        str,
+        Field(
+            max_length=MEDIA_TYPE_MAX,
+            pattern=MEDIA_TYPE,
+            description="type/subtype, no parameters; kept lowercase, for this reference only.",
+        ),
+        AfterValidator(str.lower),
+    ] = "application/octet-stream"
     content_base64: str
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="Checked against the bytes.")
 

@@ -1,11 +1,11 @@
 """The per-run evidence bundle: one zip an auditor can hand on, holding everything
 that happened in the run and the means to check it.
 
-``evidence.json`` has the run and its goal, every message, every proposal with what
-each reviewer was shown (the arguments and their hash) and decided, every execution
-(intent, result, verification, rollback), the alerts and who handled them, every
-checkpoint with its chain hashes, and the result of verifying the chain when the
-bundle was made. ``artifacts/<sha256>`` holds the bytes of every artifact version;
+``evidence.json`` has the run and its goal, every message with who wrote it, every
+proposal with what each reviewer was shown (the arguments and their hash) and decided,
+every execution (intent, result, verification, rollback), the alerts and who handled
+them, every checkpoint with its chain hashes, and the result of verifying the chain
+when the bundle was made. ``artifacts/<sha256>`` holds the bytes of every artifact version;
 ``missing_artifacts`` and ``altered_artifacts`` name any whose stored bytes are gone or
 no longer match their sha256 (the altered bytes are included as found).
 """
@@ -67,6 +67,8 @@ def evidence(run: Run, *, user, now: datetime) -> dict:
                 "seq": m.seq,
                 "kind": m.kind,
                 "author": m.author,
+                # user, agent, worker or policy; blank for messages older than the field.
+                "author_kind": m.author_kind,
                 "created_at": _when(m.created_at),
                 "payload": m.payload,
             }

@@ -18,7 +18,7 @@ from django import forms
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from runs import machines
+from runs import jsonsafe, machines
 from runs.actors import ActorKind
 from runs.forms import project_choices
 from runs.models import Checkpoint, Decision, Operation, Project
@@ -182,7 +182,8 @@ def decode_cursor(token: str, sort: Sort) -> list:
     """The row a page link points after (or before), checked: a link that was edited by
     hand is refused with one message, never passed to the database as it is."""
     try:
-        first, second = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        first, second = jsonsafe.parse(raw, field="cursor")  # Refused is a ValueError.
         if sort.fields[0] == "created_at":
             first = datetime.fromisoformat(first)
             if first.tzinfo is None:

@@ -16,12 +16,11 @@ Runs whose operations have all ended are finished (completed, or partial).
 import itertools
 import logging
 from collections.abc import Callable
-from pathlib import Path
-
-from django.conf import settings
 
 from oversight.client import Oversight
+from runs.actions.files import workspace_of
 from runs.canonical import sha256_hex
+from runs.models import Project
 from runs.services.artifacts import write_durably
 
 log = logging.getLogger(__name__)
@@ -182,7 +181,9 @@ class DemoAgent:
         )
 
     def stale_plan(self, n: int) -> None:
-        path = Path(settings.OVERSIGHT_WORKSPACE) / "shared" / "plan.md"
+        # The demo plays the colleague too, straight in the project's workspace.
+        project = Project.objects.get(slug=self.session["project"])
+        path = workspace_of(project) / "shared" / "plan.md"
         if not path.exists():
             write_durably(path, b"# Plan\n")
         seen = path.read_bytes()

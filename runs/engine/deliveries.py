@@ -17,8 +17,10 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.core.mail import send_mail
 
+from runs.actors import ActorKind
 from runs.clock import db_now
-from runs.models import AlertDelivery
+from runs.engine.mailtext import QUOTED_NOTE, header_value, link, quoted
+from runs.models import Alert, AlertDelivery, Checkpoint, Operation
 
 BATCH = 10
 # A claim outlasts the send's timeout by this much: resolving and connecting, writing
@@ -69,21 +71,49 @@ def _attempt(delivery: AlertDelivery) -> None:
 
 
 def alert_text(delivery: AlertDelivery) -> str:
+    """The alert email's body: Oversight's words and links, with everything the agent
+    (or a target) wrote quoted (``runs.engine.mailtext``)."""
     alert = delivery.alert
-    return (
-        f"Oversight alert {alert.pk}: {alert.summary}\n\n"
-        f"Run {alert.run_id}: {alert.run.goal}\n"
-        f"Operation: {alert.operation_id}\n"
-        f"State left: {json.dumps(alert.state_left, indent=2, sort_keys=True)}\n\n"
-        "The run is halted until an admin resolves this alert."
+    state_left = json.dumps(alert.state_left, indent=2, sort_keys=True)
+    blocks = [
+        f"Oversight alert {alert.pk}: run {alert.run_id} is halted until an admin resolves "
+        "this alert.",
+        QUOTED_NOTE,
+        quoted(_summary_label(alert), alert.summary),
+        quoted(f"The agent's goal for run {alert.run_id}:", alert.run.goal),
+        quoted("State left behind, as recorded (it holds the agent's arguments):", state_left),
+        _links(alert),
+    ]
+    return "\n\n".join(blocks) + "\n"
+
+
+def _summary_label(alert: Alert) -> str:
+    """Whose words the summary is: the agent's when it asked for the alert itself."""
+    raised_by = alert.operation_id and (
+        Checkpoint.objects.filter(
+            operation_id=alert.operation_id, to_status=Operation.Status.ALERTED
+        )
+        .values_list("actor_kind", flat=True)
+        .first()
     )
+    if raised_by == ActorKind.AGENT:
+        return "What failed, in the agent's words:"
+    return "What failed, as recorded (it may quote the target's answer):"
+
+
+def _links(alert: Alert) -> str:
+    lines = [
+        f"Run {alert.run_id}: {link('run', alert.run_id)}",
+        f"Acknowledge and resolve it: {link('alerts')}",
+    ]
+    if alert.operation_id:
+        lines.insert(0, f"Operation {alert.operation_id}: {link('operation', alert.operation_id)}")
+    return "\n".join(lines)
 
 
 def _send_email(delivery: AlertDelivery) -> None:
-    # The summary may be the agent's words: one line, or it would forge headers.
-    summary = " ".join(delivery.alert.summary.split())
     send_mail(
-        subject=f"[Oversight] Alert {delivery.alert_id}: {summary[:120]}",
+        subject=f"[Oversight] Alert {delivery.alert_id}: {header_value(delivery.alert.summary)}",
         message=alert_text(delivery),
         from_email=None,
         recipient_list=[delivery.target],

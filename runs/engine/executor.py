@@ -25,6 +25,12 @@ nothing further and records nothing (``LeaseLost``, ``StaleVersion``). An unexpe
 error is recorded and retried by a later attempt after a backoff; after
 ``OVERSIGHT_MAX_ATTEMPTS`` the operation ends failed (before its intent) or takes the
 rollback plan (after it), so a poison operation cannot loop forever.
+
+What the agent, the alert and its emails are told of an error is an action's own words
+or a fixed description (``plain_reason``): an exception's text may name absolute server
+paths, hosts or data, and goes to the server log only, with the operation's id. Not to
+a checkpoint either: the project's agents read checkpoints too, and they are kept
+forever.
 """
 
 import logging
@@ -36,12 +42,14 @@ from django.conf import settings
 from django.db import transaction
 
 from runs.actions.base import (
+    SAYS_WHY,
     Context,
     Effect,
     NotApplied,
     NothingToRollBack,
     PreconditionFailed,
     TryLater,
+    plain_reason,
 )
 from runs.actions.registry import get_action, parse_arguments
 from runs.actors import Actor
@@ -149,7 +157,7 @@ class Execution:
         except (LeaseLost, TryLater):
             raise  # Nothing fired: retried by a later attempt, if one is still due.
         except Exception as exc:  # The effect may still have happened: verify decides.
-            error = f"{type(exc).__name__}: {exc}"
+            error = self._explain(exc, "execute")
         reach(EXECUTED, self.op)
         effect = self._verify()
         reach(VERIFIED, self.op)
@@ -235,8 +243,11 @@ class Execution:
             self._reload()
             return self._alert(f"verification failed ({why}); nothing was rolled back: {nothing}")
         except Exception as exc:
+            failed = self._explain(exc, f"{kind} rollback")
             self._reload()
-            return self._alert(f"verification failed ({why}) and the {kind} rollback failed: {exc}")
+            return self._alert(
+                f"verification failed ({why}) and the {kind} rollback failed: {failed}"
+            )
         if not in_database:
             self._record(outcome, done)
 
@@ -265,8 +276,7 @@ class Execution:
     def _attempt_failed(self, error: Exception) -> None:
         """An unexpected error: retried by a later attempt after a backoff, until the
         attempt budget is spent."""
-        why = f"{type(error).__name__}: {error}"
-        log.warning("operation %s, attempt %s: %s", self.op.pk, self.op.attempts, why)
+        why = self._explain(error, f"attempt {self.op.attempts}")
         self._reload()
         if self.op.attempts < settings.OVERSIGHT_MAX_ATTEMPTS:
             backoff = min(self.lease.length, timedelta(seconds=2**self.op.attempts))
@@ -282,6 +292,19 @@ class Execution:
         if self.op.status == Status.IN_FLIGHT:
             return self._uncertain(gave_up)
         self._alert(gave_up)
+
+    def _explain(self, error: Exception, during: str) -> str:
+        """``error`` in words fit for the agent and the alert; its own text (and, for an
+        error no action raised on purpose, its traceback) goes to the server log."""
+        log.warning(
+            "operation %s, %s: %s: %s",
+            self.op.pk,
+            during,
+            type(error).__name__,
+            error,
+            exc_info=None if isinstance(error, SAYS_WHY) else error,
+        )
+        return plain_reason(error)
 
     def _unusable(self, why: str) -> None:
         """The action cannot run here. Before any intent nothing can have fired; after

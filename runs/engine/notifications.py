@@ -15,7 +15,9 @@ batch again.
 An email lists the oldest ``LISTED`` operations and counts the others, with a link to
 the queue; the watermark advances to the ``created_at`` of the last one listed, so the
 next email lists the rest. Every waiting operation is thus counted in the first email
-after it started waiting, and listed in one (unless it was decided before).
+after it started waiting, and listed in one (unless it was decided before). Each
+operation's action and goal are the agent's words: quoted, apart from Oversight's own
+lines and links (``runs.engine.mailtext``).
 """
 
 import logging
@@ -25,11 +27,11 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
 from django.db.models import Q, QuerySet
-from django.urls import reverse
 
 from runs.clock import db_now
 from runs.context_processors import pending_for
 from runs.engine.deliveries import CLAIM_MARGIN
+from runs.engine.mailtext import QUOTED_NOTE, link, quoted
 from runs.models import Operation, Preferences
 
 log = logging.getLogger(__name__)
@@ -105,17 +107,27 @@ def _claim(preferences: Preferences, now: datetime | None) -> QuerySet[Preferenc
 
 
 def _body(operations: list[Operation], more: int) -> str:
-    base = settings.OVERSIGHT_BASE_URL.rstrip("/")
-    lines = [
-        f"- {op.action} ({op.get_risk_display()} risk) for “{op.run.goal[:80]}”: "
-        f"{base}{reverse('operation', args=[op.pk])}"
-        for op in operations
+    blocks = [
+        "These operations are waiting for your decision.",
+        QUOTED_NOTE,
+        *(_listed(op) for op in operations),
     ]
     if more:
-        lines.append(f"\n…and {more} more, listed in the next email (all are in the queue).")
-    return (
-        "These operations are waiting for your decision:\n\n"
-        + "\n".join(lines)
-        + f"\n\nThe queue: {base}{reverse('approvals')}\n"
-        "Turn these emails off in your preferences: " + f"{base}{reverse('preferences')}\n"
+        blocks.append(f"…and {more} more, listed in the next email (all are in the queue).")
+    blocks.append(
+        f"The queue: {link('approvals')}\n"
+        f"Turn these emails off in your preferences: {link('preferences')}"
+    )
+    return "\n\n".join(blocks) + "\n"
+
+
+def _listed(op: Operation) -> str:
+    """One operation: Oversight's facts and link, then the agent's words, quoted."""
+    return "\n".join(
+        [
+            f"Operation {op.pk} ({op.get_risk_display()} risk) in run {op.run_id}: "
+            f"{link('operation', op.pk)}",
+            quoted("The action, as the agent named it:", op.action),
+            quoted("The agent's goal for the run:", op.run.goal, limit=300),
+        ]
     )

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from runs.actions.files import clear_leftovers
+from runs.api.replay import purge_expired
 from runs.clock import db_now
 from runs.engine.boundaries import CLAIMED, reach
 from runs.engine.claims import claim_next
@@ -54,8 +55,9 @@ class Worker:
 
     def housekeeping(self) -> bool:
         """Expire what is overdue, settle abandoned agent operations, deliver due alerts,
-        and once a minute notify reviewers and clear killed writers' temporary files. A
-        failure here (a database busy past its timeout) is logged, and the step goes on."""
+        and once a minute notify reviewers, clear killed writers' temporary files and
+        delete expired API replies. A failure here (a database busy past its timeout) is
+        logged, and the step goes on."""
         try:
             now = db_now()  # What is due; a claim reads the clock again for its lease.
             did_work = expire_due_operations(now) > 0
@@ -65,6 +67,7 @@ class Worker:
                 self.next_housekeeping = time.monotonic() + HOUSEKEEPING_EVERY_SECONDS
                 notify_reviewers()
                 clear_leftovers()
+                purge_expired(now)
         except Exception:
             log.exception("worker %s: housekeeping failed", self.name)
             return False

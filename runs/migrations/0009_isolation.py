@@ -18,12 +18,21 @@ def backfill(apps, schema_editor):
             Artifact.objects.filter(pk=OuterRef("artifact_id")).values("media_type")[:1]
         )
     )
-    # Sessions opened through the API carry the name of the token that opened them.
+    # A session's token is the one whose name the checkpoints of its runs were written
+    # under (the API writes "run.created" as the calling token). The session's own
+    # "agent" label is free text an agent chose: never trusted to name a token. A
+    # session with no run yet stays without a token: its agent opens a new one.
+    Checkpoint = apps.get_model("runs", "Checkpoint")
+    creator = Checkpoint.objects.filter(
+        run__session=OuterRef(OuterRef("pk")), event="run.created", actor_kind="agent"
+    ).order_by("pk")
     Session.objects.filter(token__isnull=True).update(
         token=Subquery(
             AgentToken.objects.filter(
-                project_id=OuterRef("project_id"), name=OuterRef("agent")
-            ).values("pk")[:1]
+                project_id=OuterRef("project_id"),
+                name=Subquery(creator.values("actor_label")[:1]),
+            )
+            .values("pk")[:1]
         )
     )
     Operation.objects.update(
@@ -111,6 +120,10 @@ class Migration(migrations.Migration):
         migrations.AddConstraint(
             model_name='approvalpolicy',
             constraint=models.CheckConstraint(condition=models.Q(('min_risk', ''), ('min_risk__in', ['low', 'medium', 'high']), _connector='OR'), name='policy_min_risk_valid'),
+        ),
+        migrations.AddIndex(
+            model_name="apireplay",
+            index=models.Index(fields=["created_at"], name="replay_created_idx"),
         ),
         migrations.RunPython(backfill, migrations.RunPython.noop),
         migrations.RemoveField(model_name="artifact", name="media_type"),

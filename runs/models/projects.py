@@ -1,5 +1,8 @@
+import json
+
 from django.conf import settings
 from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from runs.models.choices import Risk
@@ -65,6 +68,9 @@ class ApprovalPolicy(models.Model):
         EQ = "eq", "="
         NE = "ne", "≠"
 
+    # Operators that order their operands: they compare numbers only.
+    ORDERING = (Operator.GT, Operator.GTE, Operator.LT, Operator.LTE)
+
     class Approvals(models.IntegerChoices):
         AUTO = 0, "auto-approve"
         ONE = 1, "one approver"
@@ -116,4 +122,39 @@ class ApprovalPolicy(models.Model):
 
     def __str__(self) -> str:
         action = self.action or "any action"
-        return f"{self.project}: {action} → {self.get_approvals_required_display()}"
+        when = f" when {self.condition}" if self.when_argument else ""
+        return f"{self.project}: {action}{when} → {self.get_approvals_required_display()}"
+
+    def clean(self) -> None:
+        """What the database constraints cannot say in words, said per field."""
+        errors = {}
+        if self.when_argument and not self.when_operator:
+            errors["when_operator"] = "A condition on an argument needs an operator."
+        if self.when_operator and not self.when_argument:
+            errors["when_argument"] = "An operator needs the argument it tests."
+        if self.when_argument and "" in self.when_argument.split("."):
+            errors["when_argument"] = "An argument name, dotted for nested ones: 'to.account'."
+        if not self.when_argument and self.when_value is not None:
+            errors["when_value"] = "A value is compared only in a condition: name an argument."
+        elif self.when_operator in self.ORDERING and not _is_number(self.when_value):
+            errors["when_value"] = (
+                f"'{self.get_when_operator_display()}' compares numbers: enter one."
+            )
+        try:
+            json.dumps(self.when_value, allow_nan=False)
+        except ValueError:
+            errors["when_value"] = "NaN and Infinity are not JSON values."
+        if errors:
+            raise ValidationError(errors)
+
+    @property
+    def condition(self) -> str:
+        """The test as a person reads it: ``amount > 1000``; blank for an unconditional rule."""
+        if not self.when_argument:
+            return ""
+        value = json.dumps(self.when_value, ensure_ascii=False)
+        return f"{self.when_argument} {self.get_when_operator_display()} {value}"
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

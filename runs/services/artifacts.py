@@ -6,7 +6,9 @@ reference. A crash leaves at worst an unreferenced blob, which
 """
 
 import os
+import re
 import tempfile
+import unicodedata
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -28,16 +30,17 @@ INCOMING = ".incoming-"
 
 
 def store_artifact(content: bytes) -> Artifact:
-    """Write ``content`` to durable storage (if not already there) and record it."""
+    """Write ``content`` to durable storage and record it (once per distinct content)."""
     if len(content) > settings.OVERSIGHT_ARTIFACT_MAX_BYTES:
         raise InvalidInput(
             f"content: {len(content)} bytes is over the limit of "
             f"{settings.OVERSIGHT_ARTIFACT_MAX_BYTES}"
         )
     digest = sha256_hex(content)
-    path = blob_path(digest)
-    if not path.exists():
-        write_durably(path, content)
+    # Written whether or not the blob exists: blobs are shared between projects, and
+    # an upload that returned sooner for known bytes would tell an agent that another
+    # project stored them. Rewriting the same bytes is harmless (atomic replace).
+    write_durably(blob_path(digest), content)
     artifact, created = Artifact.objects.get_or_create(
         sha256=digest, defaults={"size": len(content)}
     )
@@ -68,12 +71,38 @@ def write_durably(path: Path, content: bytes) -> None:
         os.close(folder)
 
 
+# RFC 6838's type/subtype (restricted-name), without parameters.
+MEDIA_TYPE = r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$"
+MEDIA_TYPE_MAX = 100
+
+
+def media_type_of(value: str) -> str:
+    """``value`` as the lowercase ``type/subtype`` stored on a reference; ``InvalidInput``
+    for anything else (a line break in it would break every download's header)."""
+    if len(value) > MEDIA_TYPE_MAX or not re.fullmatch(MEDIA_TYPE, value):
+        raise InvalidInput(
+            f"media_type: not a type/subtype such as text/plain (at most {MEDIA_TYPE_MAX} "
+            "characters, no parameters)"
+        )
+    return value.lower()
+
+
+def check_name(name: str) -> None:
+    """An artifact's name: shown on pages and used as a download's file name, so no
+    control or invisible formatting characters (line breaks, bidi overrides)."""
+    if not name.strip() or len(name) > 500:
+        raise InvalidInput("name: 1 to 500 characters")
+    if any(unicodedata.category(c) in ("Cc", "Cf", "Cs") for c in name):
+        raise InvalidInput("name: control or formatting characters are not allowed")
+
+
 def attach_artifact(
     *, run: Run, name: str, content: bytes, actor: Actor, media_type: str = "text/plain"
 ) -> Artifact:
-    """Store a new version of the run's artifact ``name`` and checkpoint the reference."""
-    if not name.strip() or len(name) > 500:
-        raise InvalidInput("name: 1 to 500 characters")
+    """Store a new version of the run's artifact ``name`` and checkpoint the reference,
+    which carries its media type (the blob is shared; the type is this run's say)."""
+    check_name(name)
+    media_type = media_type_of(media_type)
     require_open(run)
     artifact = store_artifact(content)
     record_run_event(

@@ -2,8 +2,9 @@
 
 Every decision is bound to the arguments hash the reviewer saw. The rules, checked in
 one transaction under the run lock: the reviewer holds the decide permission in the
-project; does not own the run; the run is open; the operation still awaits a
-decision and has not expired; a second approval comes from a different person.
+project; does not own the run nor the agent token that proposed the operation; the run
+is open; the operation still awaits a decision and has not expired; a second approval
+comes from a different person.
 """
 
 from datetime import datetime
@@ -17,7 +18,7 @@ from runs.clock import db_now
 from runs.errors import ArgumentsChanged, DecisionRefused, InvalidInput, OperationExpired
 from runs.models import Decision, Operation
 from runs.permissions import require_project_perm
-from runs.policies import approval_ttl, policy_for
+from runs.policies import requirement_after_edit, stricter
 from runs.services.runs import require_open, settle_wait
 from runs.transitions import lock_run, transition_operation
 
@@ -65,8 +66,8 @@ def _record_decision(operation, reviewer, kind, arguments_hash, comment, argumen
             f"operation {operation.pk} is {operation.get_status_display()}; "
             "it no longer awaits a decision"
         )
-    if run.session.owner_id == reviewer.pk:
-        raise DecisionRefused("you own this run, so someone else must decide on it")
+    if conflict := own_interest(operation, reviewer):
+        raise DecisionRefused(conflict)
     if arguments_hash != operation.arguments_hash:
         raise ArgumentsChanged(
             f"operation {operation.pk} has other arguments than the ones you saw: look again"
@@ -78,6 +79,17 @@ def _record_decision(operation, reviewer, kind, arguments_hash, comment, argumen
         decision = _approve(operation, reviewer, kind, comment, arguments, actor, now)
     settle_wait(run, actor)
     return decision
+
+
+def own_interest(operation: Operation, reviewer) -> str | None:
+    """Why ``reviewer`` may not decide on ``operation`` (four eyes), if so: they own its
+    run, or the agent token that proposed it acts for them, whoever owns the run."""
+    if operation.run.session.owner_id == reviewer.pk:
+        return "you own this run, so someone else must decide on it"
+    proposer = operation.proposed_by_token
+    if proposer is not None and proposer.owner_id == reviewer.pk:
+        return "you own the agent token that proposed this, so someone else must decide on it"
+    return None
 
 
 def _reject(operation, reviewer, kind, comment, actor) -> Decision:
@@ -111,6 +123,12 @@ def _approve(operation, reviewer, kind, comment, arguments, actor, now) -> Decis
             kind, arguments = Decision.Kind.APPROVE, None
         else:
             changes = {"arguments": arguments, "arguments_hash": decided_hash}
+    # The policy judges the edited arguments too: an edit can raise the risk and the
+    # count (and then the decision waits for more people), never lower them.
+    needed = requirement_after_edit(operation, arguments if changes else operation.arguments)
+    raised = stricter(operation, needed) if changes else {}
+    changes.update(raised)
+    required = changes.get("required_approvals", operation.required_approvals)
     # An edit retracts every approval before it, so the count starts again with it.
     approvers = set()
     if not changes:
@@ -133,9 +151,12 @@ def _approve(operation, reviewer, kind, comment, arguments, actor, now) -> Decis
         comment=comment,
     )
     detail = {"decision": _describe(decision)}
-    if len(approvers) + 1 >= operation.required_approvals:
-        ttl = approval_ttl(policy_for(operation.project, operation.action))
-        changes.update(approved_at=now, approval_expires_at=now + ttl)
+    if raised:
+        # What was raised, not the rule's text: agents read checkpoints, and the rule
+        # names its threshold (the operation keeps it for the page).
+        detail["requirement"] = {k: v for k, v in raised.items() if k != "approval_rule"}
+    if len(approvers) + 1 >= required:
+        changes.update(approved_at=now, approval_expires_at=now + needed.approval_ttl)
         transition_operation(
             operation=operation,
             to=Operation.Status.APPROVED,
@@ -151,7 +172,7 @@ def _approve(operation, reviewer, kind, comment, arguments, actor, now) -> Decis
             event="operation.edit" if changes else "operation.approval",
             actor=actor,
             reason=(
-                f"{len(approvers) + 1} of {operation.required_approvals} approvals"
+                f"{len(approvers) + 1} of {required} approvals"
                 + (" for the edited arguments" if changes else "")
             ),
             changes=changes,

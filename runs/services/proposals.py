@@ -10,15 +10,9 @@ from runs.actors import Actor
 from runs.canonical import json_hash
 from runs.clock import db_now
 from runs.errors import ConflictingProposal, InvalidInput, RunNotAccepting, StaleVersion
-from runs.models import Decision, Operation, Run
-from runs.policies import (
-    approval_ttl,
-    decision_timeout,
-    policy_for,
-    policy_label,
-    required_approvals,
-)
-from runs.services.runs import AWAITING_DECISION, activate, require_open
+from runs.models import AgentToken, Decision, Operation, Run
+from runs.policies import Requirement, requirement_for
+from runs.services.runs import AWAITING_DECISION, activate, paused_by_alert, require_open
 from runs.transitions import (
     lock_run,
     record_operation_proposed,
@@ -51,13 +45,16 @@ def propose_operation(
     rollback_kind: str,
     base_version: int,
     actor: Actor,
+    token: AgentToken | None = None,
     now: datetime | None = None,
 ) -> Operation:
     """Propose an operation, idempotent on ``call_id``: the same call with the same
     arguments returns the existing operation, whatever happened since; other arguments
     are refused. A new proposal must be based on the run's current version. A
     registered action's arguments must fit its schema and its rollback kind; Oversight's
-    workers execute it. Any other action is executed by the agent itself."""
+    workers execute it. Any other action is executed by the agent itself. The project's
+    approval policies set the risk (never below the agent's ``risk``, which is kept as
+    ``proposed_risk``) and the approvals required (``runs.policies``)."""
     _validate(call_id, action, arguments, risk, rollback_kind)
     executor = check_proposal(action, arguments, rollback_kind)
     arguments_hash = json_hash(arguments)
@@ -73,13 +70,15 @@ def propose_operation(
     require_open(current)
     if current.status == Run.Status.WAITING and current.reason != Run.Reason.APPROVAL:
         raise RunNotAccepting(f"run {current.pk} is waiting ({current.reason}): {current.unblock}")
+    if refusal := paused_by_alert(current):
+        raise refusal
     if base_version != current.version:
         raise StaleVersion(
             f"proposal based on version {base_version}, but run {current.pk} is at "
             f"version {current.version}: read the run again and re-decide"
         )
     now = now or db_now()
-    policy = policy_for(current.project, action)
+    needed = requirement_for(current.project, action, arguments, risk)
     activate(current, actor)
     operation = Operation.objects.create(
         run=current,
@@ -90,16 +89,19 @@ def propose_operation(
         arguments=arguments,
         arguments_hash=arguments_hash,
         idempotency_key=uuid.uuid4().hex,
-        risk=risk,
+        risk=needed.risk,
+        proposed_risk=risk,
+        approval_rule=needed.rule,
         rollback_kind=rollback_kind,
         executor=executor,
-        required_approvals=required_approvals(policy, risk),
+        required_approvals=needed.approvals,
         base_version=base_version,
-        expires_at=now + decision_timeout(policy),
+        expires_at=now + needed.decision_timeout,
+        proposed_by_token=token,
     )
     record_operation_proposed(operation=operation, actor=actor)
     if operation.required_approvals == 0:
-        _auto_approve(operation, policy_label(policy), approval_ttl(policy), now)
+        _auto_approve(operation, needed, now)
     elif current.status != Run.Status.WAITING:
         transition_run(
             run=current,
@@ -111,8 +113,9 @@ def propose_operation(
     return operation
 
 
-def _auto_approve(operation: Operation, label: str, ttl, now: datetime) -> None:
+def _auto_approve(operation: Operation, needed: Requirement, now: datetime) -> None:
     """Approval by policy is recorded as a decision by that policy, never silently."""
+    label = needed.policy_label
     decision = Decision.objects.create(
         operation=operation,
         policy=label,
@@ -125,6 +128,6 @@ def _auto_approve(operation: Operation, label: str, ttl, now: datetime) -> None:
         to=Operation.Status.APPROVED,
         actor=Actor.policy(label),
         reason="auto-approved by policy",
-        changes={"approved_at": now, "approval_expires_at": now + ttl},
+        changes={"approved_at": now, "approval_expires_at": now + needed.approval_ttl},
         detail={"decision": {"id": decision.pk, "kind": decision.kind, "by": f"policy:{label}"}},
     )

@@ -6,7 +6,7 @@ from django.db.models import Max
 
 from runs.actors import Actor, ActorKind
 from runs.errors import InvalidInput, RunClosed, RunNotAccepting, StaleVersion
-from runs.models import Message, Operation, Project, Run, Session
+from runs.models import AgentToken, Alert, Message, Operation, Project, Run, Session
 from runs.payloads import CURRENT_VERSION, MessageKind
 from runs.permissions import require_project_perm
 from runs.transitions import lock_run, record_run_created, transition_operation, transition_run
@@ -14,6 +14,8 @@ from runs.transitions import lock_run, record_run_created, transition_operation,
 AWAITING_DECISION = "a reviewer's decision on every proposed operation"
 # Operations whose effect has not fired and never will once their run closes.
 NOT_YET_EXECUTED = (Operation.Status.PROPOSED, Operation.Status.APPROVED)
+# Oversight's own voice: system messages are written by its workers and policies only.
+SYSTEM_AUTHORS = (ActorKind.WORKER, ActorKind.POLICY)
 
 
 def require_open(run: Run) -> None:
@@ -21,10 +23,53 @@ def require_open(run: Run) -> None:
         raise RunClosed(f"run {run.pk} is {run.status}; it accepts nothing more")
 
 
-def open_session(*, project: Project, owner, agent: str, title: str = "") -> Session:
+def require_no_open_alert(run: Run) -> None:
+    """An agent may not leave a run an alert halted, by finishing it or retrying it:
+    the alert stays open until a person resolves it (an admin may cancel the run)."""
+    alert = run.alerts.exclude(status=Alert.Status.RESOLVED).order_by("pk").first()
+    if alert is not None:
+        raise RunNotAccepting(
+            f"run {run.pk} has an open alert ({alert.pk}); a person must resolve it first"
+        )
+
+
+def paused_by_alert(run: Run) -> RunNotAccepting | None:
+    """Why ``run`` takes no new proposal or claim when its project sets
+    ``alerts_pause_agent``: an alert is open on another run of the same agent. The agent
+    is its token (sessions opened before tokens were recorded: its name)."""
+    if not run.project.alerts_pause_agent:
+        return None
+    session = run.session
+    same_agent = (
+        {"run__session__token_id": session.token_id}
+        if session.token_id
+        else {"run__session__token__isnull": True, "run__session__agent": session.agent}
+    )
+    alert = (
+        Alert.objects.filter(project_id=run.project_id, **same_agent)
+        .exclude(status=Alert.Status.RESOLVED)
+        .exclude(run_id=run.pk)
+        .order_by("pk")
+        .first()
+    )
+    if alert is None:
+        return None
+    return RunNotAccepting(
+        f"run {run.pk} is paused: run {alert.run_id} of the same agent has an open alert "
+        f"({alert.pk}); a person must resolve it first"
+    )
+
+
+def open_session(
+    *, project: Project, owner, agent: str, title: str = "", token: AgentToken | None = None
+) -> Session:
+    """Open a session. ``token`` is the agent token opening it: only that token may act
+    on the session and its runs (a session opened without one takes no API calls)."""
     if not agent.strip():
         raise InvalidInput("agent: a session needs the agent's name")
-    return Session.objects.create(project=project, owner=owner, agent=agent, title=title)
+    return Session.objects.create(
+        project=project, owner=owner, agent=agent, title=title, token=token
+    )
 
 
 @transaction.atomic
@@ -36,6 +81,7 @@ def start_run(*, session: Session, goal: str, actor: Actor, retry_of: Run | None
     if retry_of is not None:
         if retry_of.session_id != session.pk:
             raise InvalidInput("retry_of: a retry stays in the session of the run it retries")
+        require_no_open_alert(retry_of)
         if not retry_of.is_terminal:
             raise InvalidInput(f"retry_of: run {retry_of.pk} is {retry_of.status}, not finished")
     run = Run.objects.create(
@@ -62,7 +108,12 @@ def append_message(
     schema_version: int = CURRENT_VERSION,
 ) -> Message:
     """Append a message with the next seq of its run. The seq is assigned under the run
-    lock, so concurrent writers get 1, 2, 3… with no gap and no duplicate."""
+    lock, so concurrent writers get 1, 2, 3… with no gap and no duplicate. The author
+    is the actor; only Oversight itself (a worker or a policy) writes ``system``."""
+    if kind == MessageKind.SYSTEM and actor.kind not in SYSTEM_AUTHORS:
+        raise InvalidInput(
+            "kind: system messages are written by Oversight only; send user, agent or tool"
+        )
     current = lock_run(run.pk)
     require_open(current)
     seq = (current.messages.aggregate(last=Max("seq"))["last"] or 0) + 1
@@ -74,9 +125,10 @@ def append_message(
             schema_version=schema_version,
             payload=payload,
             author=actor.label,
+            author_kind=actor.kind,
         )
     except ValidationError as exc:
-        raise InvalidInput("; ".join(exc.messages)) from None
+        raise InvalidInput("payload: " + "; ".join(exc.messages)) from None
     activate(current, actor)
     if (
         actor.kind == ActorKind.USER
@@ -121,6 +173,7 @@ def finish_run(
         raise InvalidInput(f"outcome: say why the run ended {status}")
     current = lock_run(run.pk)
     require_open(current)
+    require_no_open_alert(current)
     if expected_version is not None and current.version != expected_version:
         raise StaleVersion(f"run {run.pk} is at version {current.version}: read it again")
     # Effects that may exist and are not accounted for yet: no run ends over them.

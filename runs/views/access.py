@@ -33,12 +33,16 @@ def _load(queryset: QuerySet, user, pk: int, perm: str | None, project: str = "p
 
 
 def load_operation(user, pk: int, perm: str | None = None) -> Operation:
-    queryset = Operation.objects.select_related("project", "run__session__owner")
+    queryset = Operation.objects.select_related(
+        "project", "run__session__owner", "run__session__token"
+    )
     return _load(queryset, user, pk, perm)
 
 
 def load_run(user, pk: int, perm: str | None = None) -> Run:
-    return _load(Run.objects.select_related("project", "session__owner"), user, pk, perm)
+    return _load(
+        Run.objects.select_related("project", "session__owner", "session__token"), user, pk, perm
+    )
 
 
 def load_alert(user, pk: int, perm: str | None = None) -> Alert:

@@ -13,6 +13,7 @@ from runs.context_processors import pending_for
 from runs.forms import QueueFilter
 from runs.models import Decision
 from runs.permissions import projects_with_perm
+from runs.services.decisions import own_interest
 
 EXPIRING_SOON = timedelta(hours=1)
 
@@ -43,7 +44,7 @@ def queue(request: HttpRequest) -> HttpResponse:
         return HttpResponse(status=204)
     now = timezone.now()
     rows = (
-        pending.select_related("run__session", "project")
+        pending.select_related("run__session__token", "project", "proposed_by_token")
         .annotate(approvals=Coalesce(Subquery(_approvals_counted), 0))
         .order_by("created_at", "pk")
     )
@@ -53,8 +54,16 @@ def queue(request: HttpRequest) -> HttpResponse:
     context = {
         "poll_url": f"{request.path}?{query.urlencode()}" if query else request.path,
         "filters": filters,
+        # Each row: the operation, overdue, expiring soon, and why it is not the
+        # viewer's to decide (their run, or their agent token proposed it), if so.
         "rows": [
-            (op, now - op.created_at > sla, op.expires_at - now < EXPIRING_SOON) for op in rows
+            (
+                op,
+                now - op.created_at > sla,
+                op.expires_at - now < EXPIRING_SOON,
+                own_interest(op, request.user),
+            )
+            for op in rows
         ],
         "count": summary["count"],
         "version": version,

@@ -1,4 +1,5 @@
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -6,7 +7,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from runs import machines
-from runs.forms import PreferencesForm
+from runs.forms import PasswordChangeForm, PreferencesForm
 from runs.middleware import SESSION_KEY
 from runs.models import Operation, Preferences, Run
 from runs.permissions import projects_with_perm
@@ -26,7 +27,7 @@ def home(request: HttpRequest) -> HttpResponse:
     )
     runs = (
         Run.objects.filter(project__in=member_projects(request.user))
-        .select_related("project", "session")
+        .select_related("project", "session__token")
         .order_by("-created_at")[:20]
     )
     managed = set(projects_with_perm(request.user, "manage_project").values_list("pk", flat=True))
@@ -51,3 +52,12 @@ def preferences(request: HttpRequest) -> HttpResponse:
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"ok": True})
+
+
+class PasswordChange(auth_views.PasswordChangeView):
+    """Django's page, with the current password checked under the sign-in throttle."""
+
+    form_class = PasswordChangeForm
+
+    def get_form_kwargs(self) -> dict:
+        return {**super().get_form_kwargs(), "request": self.request}

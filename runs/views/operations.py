@@ -11,7 +11,8 @@ from runs.errors import InvalidInput, OversightError
 from runs.forms import DecisionForm
 from runs.models import Decision, Operation
 from runs.permissions import has_project_perm
-from runs.services.decisions import decide
+from runs.policies import explain
+from runs.services.decisions import decide, own_interest
 from runs.views.access import load_operation
 
 RECENT_MESSAGES = 10
@@ -64,6 +65,7 @@ def _render(request, operation: Operation, bound: DecisionForm | None = None, st
     run = operation.run
     decisions = list(operation.decisions.select_related("reviewer"))
     approvers = list(operation.decisions.counted_approvals().select_related("reviewer"))
+    approval_rule, risk_raised_by = explain(operation)
     context = {
         "operation": operation,
         "run": run,
@@ -71,11 +73,13 @@ def _render(request, operation: Operation, bound: DecisionForm | None = None, st
         "arguments": _folded(operation.arguments),
         "arguments_diff": _diff(operation.proposed_arguments, operation.arguments),
         "plan": _plan(operation),
+        "approval_rule": approval_rule,
+        "risk_raised_by": risk_raised_by,
         "decisions": decisions,
         "approvers": approvers,
         "checkpoints": operation.checkpoints.select_related("actor_user").order_by("seq"),
         "can_decide": has_project_perm(request.user, operation.project, "decide_operation"),
-        "own_run": run.session.owner_id == request.user.pk,
+        "own_interest": own_interest(operation, request.user),
         "already_approved": any(d.reviewer_id == request.user.pk for d in approvers),
         "forms": _forms(operation, bound),
         "bound_kind": bound.data.get("kind") if bound else None,

@@ -3,11 +3,12 @@ from itertools import chain
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from runs.actors import Actor
+from runs.downloads import attachment, stored_path
 from runs.errors import OversightError
 from runs.forms import ReasonForm, RunFilter
 from runs.models import CheckpointArtifact, Operation, Run
@@ -25,7 +26,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     filters = RunFilter(request.GET, projects=projects)
     runs = _filtered(Run.objects.filter(project__in=projects), filters)
     runs = (
-        runs.select_related("project", "session")
+        runs.select_related("project", "session__token")
         .annotate(
             pending=Count("operations", filter=Q(operations__status=Operation.Status.PROPOSED))
         )
@@ -111,12 +112,4 @@ def artifact_download(request: HttpRequest, pk: int, ref: int) -> FileResponse:
     reference = get_object_or_404(
         CheckpointArtifact.objects.select_related("artifact"), pk=ref, checkpoint__run=run
     )
-    path = reference.artifact.path
-    if not path.exists():
-        raise Http404("The artifact's bytes are missing from storage.")
-    return FileResponse(
-        path.open("rb"),
-        as_attachment=True,
-        filename=reference.name.rsplit("/", 1)[-1],
-        content_type=reference.media_type,
-    )
+    return attachment(FileResponse(stored_path(reference).open("rb")), reference)

@@ -6,7 +6,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from runs.errors import InvalidInput
 from runs.forms import TokenForm
 from runs.models import AgentToken, Project
-from runs.services.tokens import issue_token
+from runs.services.tokens import issue_token, project_members
 from runs.views.access import member_projects, require_perm
 
 
@@ -20,7 +20,8 @@ def _project(request: HttpRequest, slug: str) -> Project:
 def token_list(request: HttpRequest, slug: str) -> HttpResponse:
     """The project's agent tokens; a new token's secret is shown on this answer only."""
     project = _project(request, slug)
-    form = TokenForm(request.POST or None)
+    members = project_members(project)
+    form = TokenForm(request.POST or None, members=members)
     plain = None
     if request.method == "POST" and form.is_valid():
         try:
@@ -33,7 +34,7 @@ def token_list(request: HttpRequest, slug: str) -> HttpResponse:
             field, _, problem = str(error).partition(": ")
             form.add_error(field if field in form.fields else None, problem or str(error))
         else:
-            form = TokenForm()
+            form = TokenForm(members=members)
     tokens = project.agent_tokens.select_related("owner").order_by("revoked_at", "name")
     status = 400 if request.method == "POST" and plain is None else 200
     context = {"project": project, "tokens": tokens, "form": form, "plain": plain}

@@ -15,7 +15,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--owner",
             default="",
-            help="Username the agent acts for (default: a user named after the token).",
+            help="Username of a project member the agent acts for (default: a new user "
+            "named after the token, who only reads and never signs in).",
         )
 
     def handle(self, *args, project: str, name: str, owner: str, **options) -> None:

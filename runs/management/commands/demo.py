@@ -5,6 +5,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from runs.management.commands.seed_demo import AGENT_OWNER
 from runs.models import AgentToken, Project
 from runs.services.tokens import issue_token
 from runs.supervisor import Child, Supervisor
@@ -47,8 +48,11 @@ class Command(BaseCommand):
         sys.exit(Supervisor(children, write=self.stderr.write).run())
 
     def _agent_token(self) -> str:
-        """A fresh token for the scripted agent (the previous demo's is removed)."""
+        """A fresh token for the scripted agent. The previous demo's is revoked and
+        renamed, not deleted: its sessions and proposals still point at it."""
         project = Project.objects.get(slug="demo")
-        AgentToken.objects.filter(project=project, name="demo-agent").delete()
-        _, plain = issue_token(project=project, name="demo-agent", owner_username="agent-owner")
+        for old in AgentToken.objects.filter(project=project, name="demo-agent"):
+            old.revoke()
+            AgentToken.objects.filter(pk=old.pk).update(name=f"demo-agent-{old.prefix}")
+        _, plain = issue_token(project=project, name="demo-agent", owner_username=AGENT_OWNER)
         return plain

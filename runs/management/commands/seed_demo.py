@@ -4,13 +4,12 @@ states, all created through the services so every checkpoint chain is real."""
 import os
 import secrets
 from decimal import Decimal
-from pathlib import Path
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from runs.actions.files import workspace_of
 from runs.actors import Actor
 from runs.canonical import sha256_hex
 from runs.models import ApprovalPolicy, Project, Role
@@ -35,6 +34,7 @@ DEMO_USERS = {
     "admin": [Role.ADMIN],
 }
 AGENT = Actor.agent("demo-agent")
+AGENT_OWNER = "agent-owner"
 DEMO_ACCOUNTS = {
     "operating": Decimal("25000.00"),
     "payroll": Decimal("0.00"),
@@ -55,8 +55,9 @@ class Command(BaseCommand):
             slug="demo", defaults={"name": "Demo project"}
         )
         password = self._ensure_users(project)
+        agent_owner = self._ensure_agent_owner(project)
         if created:
-            self._seed(project)
+            self._seed(project, agent_owner)
         self.stdout.write(f"users: {', '.join(DEMO_USERS)}")
         self.stdout.write(f"password: {password}" if password else UNCHANGED_PASSWORD)
 
@@ -80,7 +81,16 @@ class Command(BaseCommand):
                 project.memberships.get_or_create(user=user, role=role_group(role))
         return password
 
-    def _seed(self, project: Project) -> None:
+    def _ensure_agent_owner(self, project: Project):
+        """The person the demo agent acts for. A token acts only for a member, so they
+        are one, with the read-only auditor role; they have no password."""
+        User = get_user_model()
+        owner = User.objects.filter(username=AGENT_OWNER).first()
+        owner = owner or User.objects.create_user(AGENT_OWNER)
+        project.memberships.get_or_create(user=owner, role=role_group(Role.AUDITOR))
+        return owner
+
+    def _seed(self, project: Project, owner) -> None:
         User = get_user_model()
         reviewer, reviewer2 = (
             User.objects.get(username="reviewer"),
@@ -94,16 +104,27 @@ class Command(BaseCommand):
             ("ledger.transfer", ApprovalPolicy.Approvals.TWO),
         ]:
             project.policies.create(action=action, approvals_required=approvals)
+        # Whatever risk the agent says, a transfer above 1000 is high risk.
+        project.policies.create(
+            action="ledger.transfer",
+            approvals_required=ApprovalPolicy.Approvals.TWO,
+            min_risk="high",
+            when_argument="amount",
+            when_operator="gt",
+            when_value=1000,
+        )
         for name, balance in DEMO_ACCOUNTS.items():
             project.accounts.create(name=name, balance=balance)
-        owner = User.objects.create_user("agent-owner")  # The demo agent acts for this person.
         session = open_session(
             project=project, owner=owner, agent="demo-agent", title="Ops assistant"
         )
 
         def begin(goal: str):
             run = start_run(session=session, goal=goal, actor=AGENT)
-            append_message(run=run, kind=MessageKind.USER, payload={"text": goal}, actor=AGENT)
+            # The person who owns the session asked for it in their own words.
+            append_message(
+                run=run, kind=MessageKind.USER, payload={"text": goal}, actor=Actor.of_user(owner)
+            )
             return run
 
         def propose(run, call_id, action, arguments, *, rollback: str, risk: str = "medium"):
@@ -121,7 +142,7 @@ class Command(BaseCommand):
 
         readme = begin("Update the README with the new install steps")
         old_readme = b"# Project\n\nOld install steps.\n"
-        write_durably(Path(settings.OVERSIGHT_WORKSPACE) / "README.md", old_readme)
+        write_durably(workspace_of(project) / "README.md", old_readme)
         attach_artifact(run=readme, name="README.md", content=old_readme, actor=AGENT)
         propose(
             readme,
