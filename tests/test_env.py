@@ -1,5 +1,8 @@
 """Settings helpers: a typo in the environment stops start-up with a clear message."""
 
+import re
+from pathlib import Path
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
@@ -102,3 +105,18 @@ def test_a_deduplicating_host_must_be_an_allowed_one(monkeypatch):
 def test_attempts_and_grace_are_at_least_one(monkeypatch, name):
     with pytest.raises(ImproperlyConfigured, match=name):
         project_settings(monkeypatch, **{name: "0"})
+
+
+def test_every_variable_the_settings_read_is_documented_in_the_readme():
+    """README's Configuration table is the deployer's list: a variable missing there
+    is a setting nobody knows to set."""
+    root = Path(__file__).resolve().parents[1]
+    read = set(
+        re.findall(
+            r'"(OVERSIGHT_[A-Z_]+|DATABASE_URL)"', (root / "oversight/settings.py").read_text()
+        )
+    )
+    readme = (root / "README.md").read_text()
+    table = readme[readme.index("## Configuration") : readme.index("## Security")]
+    assert read, "no variable found: the pattern above no longer matches the settings"
+    assert sorted(v for v in read if f"`{v}`" not in table) == []
