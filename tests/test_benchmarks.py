@@ -4,6 +4,7 @@ The chaos soak also passes its own checks (no duplicate, lost or invented effect
 leftover, invariants and audit chain intact), so this is CI's short soak."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -70,3 +71,9 @@ def test_chaos_soak(tmp_path):
     assert "check_invariants: pass" in out and "verify_audit_chain: pass" in out
     kills, stops = out.split("kills: ")[1].split("\n")[0].split(", stops past the lease: ")
     assert int(kills) > 0 and int(stops) > 0
+
+
+def test_long_polls(tmp_path):
+    out = run_bench("long_polls.py", "--waits", "6", "--wait-seconds", "1", tmp_path=tmp_path)
+    assert re.search(r"200 answered after waiting +6 ", out), out
+    assert re.search(r"/approvals/ during the waits: \d+ loads, statuses \[200\]", out), out

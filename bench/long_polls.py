@@ -1,0 +1,164 @@
+"""Many waiting agents and one reviewer: do the reviewers' pages still answer?
+
+Starts Oversight (``manage.py runserver``, the demo's server) on a throwaway database,
+then --waits agents long-poll one operation at once (``GET /operations/{id}?wait=N``,
+each with its own token) while a signed-in reviewer loads ``/approvals/`` again and
+again. Prints how the waits were answered (200 after waiting, 429 at once beyond the
+caps OVERSIGHT_API_MAX_WAITS_PER_TOKEN / OVERSIGHT_API_MAX_WAITS) and how long the
+reviewer's page took meanwhile.
+
+    .venv/bin/python bench/long_polls.py [--waits 400] [--wait-seconds 20]
+"""
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("OVERSIGHT_VAR_DIR", tempfile.mkdtemp(prefix="oversight-bench-"))
+os.environ.setdefault("OVERSIGHT_SECRET_KEY", "bench-only-secret-key-0123456789abcdef")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oversight.settings")
+os.environ["OVERSIGHT_DEBUG"] = "true"  # runserver serves plain HTTP: no HTTPS redirect.
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.test import Client  # noqa: E402
+
+from runs.actors import Actor  # noqa: E402
+from runs.models import AgentToken, Operation, Project, Role  # noqa: E402
+from runs.permissions import role_group  # noqa: E402
+from runs.services.proposals import propose_operation  # noqa: E402
+from runs.services.runs import open_session, start_run  # noqa: E402
+
+
+def stage(tokens: int) -> tuple[list[tuple[str, int]], str]:
+    """``tokens`` agent tokens, each with a proposed operation of its own to wait on
+    (a token sees only its own runs), and a reviewer's session cookie."""
+    users = get_user_model().objects
+    project = Project.objects.create(slug="bench", name="Bench")
+    owner, reviewer = users.create_user("owner"), users.create_user("reviewer")
+    project.memberships.create(user=owner, role=role_group(Role.AUDITOR))
+    project.memberships.create(user=reviewer, role=role_group(Role.REVIEWER))
+    waiting = []
+    for n in range(tokens):
+        token, plain = AgentToken.issue(project=project, name=f"agent-{n}", owner=owner)
+        session = open_session(project=project, owner=owner, agent=token.name, token=token)
+        agent = Actor.agent(token.name)
+        run = start_run(session=session, goal="Wait for a person", actor=agent)
+        run.refresh_from_db()
+        operation = propose_operation(
+            run=run,
+            call_id="push",
+            action="git.push",
+            arguments={"branch": "main"},
+            risk="low",
+            rollback_kind=Operation.RollbackKind.NONE,
+            base_version=run.version,
+            actor=agent,
+            token=token,
+        )
+        waiting.append((plain, operation.pk))
+    client = Client()
+    client.force_login(reviewer)
+    return waiting, client.cookies[settings.SESSION_COOKIE_NAME].value
+
+
+def free_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as spare:
+        return spare.getsockname()[1]
+
+
+def get(url: str, headers: dict, timeout: float) -> tuple[int, float]:
+    started = time.perf_counter()
+    try:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers=headers), timeout=timeout
+        ) as r:
+            r.read()
+            status = r.status
+    except urllib.error.HTTPError as error:
+        status = error.code
+    except OSError:
+        status = 0  # No answer in time, or the connection failed.
+    return status, time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--waits", type=int, default=400)
+    parser.add_argument("--wait-seconds", type=int, default=20)
+    args = parser.parse_args()
+    call_command("migrate", verbosity=0)
+    waiting, cookie = stage(max(1, args.waits // 4))
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"],
+        cwd=ROOT,
+        env=os.environ.copy(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        while get(f"{base}/healthz", {}, 1)[0] != 200:
+            time.sleep(0.2)
+        waits: list[tuple[int, float]] = []
+
+        def wait(n: int) -> None:
+            plain, operation = waiting[n % len(waiting)]
+            url = f"{base}/api/v1/operations/{operation}?wait={args.wait_seconds}"
+            waits.append(get(url, {"Authorization": f"Bearer {plain}"}, args.wait_seconds + 30))
+
+        threads = [threading.Thread(target=wait, args=(n,)) for n in range(args.waits)]
+        for thread in threads:
+            thread.start()
+        page: list[tuple[int, float]] = []
+        reviewer = {"Cookie": f"{settings.SESSION_COOKIE_NAME}={cookie}"}
+        while any(thread.is_alive() for thread in threads):
+            page.append(get(f"{base}/approvals/", reviewer, 30))
+            time.sleep(0.2)
+        for thread in threads:
+            thread.join()
+    finally:
+        server.terminate()
+        server.wait()
+    print(f"database: {django.db.connection.vendor}")
+    print(
+        f"{args.waits} waits of {args.wait_seconds} s by {len(waiting)} tokens "
+        f"(caps: {settings.OVERSIGHT_API_MAX_WAITS_PER_TOKEN} per token, "
+        f"{settings.OVERSIGHT_API_MAX_WAITS} in all)"
+    )
+    for status in sorted({s for s, _ in waits}):
+        times = [t for s, t in waits if s == status]
+        label = {200: "answered after waiting", 429: "refused at once (429)", 0: "no answer"}.get(
+            status, "other"
+        )
+        print(
+            f"  {status:>3} {label:<24} {len(times):>5}  "
+            f"median {statistics.median(times):6.2f} s  max {max(times):6.2f} s"
+        )
+    times = [t for _, t in page]
+    print(
+        f"/approvals/ during the waits: {len(page)} loads, "
+        f"statuses {sorted({s for s, _ in page})}, "
+        f"median {statistics.median(times) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms"
+    )
+
+
+if __name__ == "__main__":
+    main()
