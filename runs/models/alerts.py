@@ -13,6 +13,12 @@ class AlertStatus(models.TextChoices):
     RESOLVED = "resolved"
 
 
+class AlertQuerySet(models.QuerySet):
+    def unresolved(self) -> "AlertQuerySet":
+        """Open or acknowledged: still halting its run, still a person's to settle."""
+        return self.exclude(status=AlertStatus.RESOLVED)
+
+
 class Alert(models.Model):
     """An out-of-band alert: a failure a person must look at. It halts its run
     (waiting, reason reconciliation) until an admin resolves it."""
@@ -37,6 +43,8 @@ class Alert(models.Model):
     )
     resolved_at = models.DateTimeField(null=True, blank=True)
     resolution_note = models.TextField(blank=True, default="")
+
+    objects = AlertQuerySet.as_manager()
 
     class Meta:
         constraints = [

@@ -105,7 +105,7 @@ def resolve_alert(*, alert: Alert, user, note: str) -> Alert:
         changes={"resolved_by": user, "resolved_at": timezone.now(), "resolution_note": note},
     )
     run = lock_run(alert.run_id)
-    unresolved = run.alerts.exclude(status=Alert.Status.RESOLVED).exists()
+    unresolved = run.alerts.unresolved().exists()
     if run.reason == Run.Reason.RECONCILIATION and not unresolved:
         release_run(run, actor)
     return alert

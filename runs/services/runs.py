@@ -26,7 +26,7 @@ def require_open(run: Run) -> None:
 def require_no_open_alert(run: Run) -> None:
     """An agent may not leave a run an alert halted, by finishing it or retrying it:
     the alert stays open until a person resolves it (an admin may cancel the run)."""
-    alert = run.alerts.exclude(status=Alert.Status.RESOLVED).order_by("pk").first()
+    alert = run.alerts.unresolved().order_by("pk").first()
     if alert is not None:
         raise RunNotAccepting(
             f"run {run.pk} has an open alert ({alert.pk}); a person must resolve it first"
@@ -46,8 +46,8 @@ def paused_by_alert(run: Run) -> RunNotAccepting | None:
         else {"run__session__token__isnull": True, "run__session__agent": session.agent}
     )
     alert = (
-        Alert.objects.filter(project_id=run.project_id, **same_agent)
-        .exclude(status=Alert.Status.RESOLVED)
+        Alert.objects.unresolved()
+        .filter(project_id=run.project_id, **same_agent)
         .exclude(run_id=run.pk)
         .order_by("pk")
         .first()

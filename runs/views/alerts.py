@@ -16,8 +16,8 @@ LIMIT = 200
 @require_GET
 def alert_list(request: HttpRequest) -> HttpResponse:
     alerts = (
-        Alert.objects.filter(project__in=projects_with_perm(request.user, "view_alert"))
-        .exclude(status=Alert.Status.RESOLVED)
+        Alert.objects.unresolved()
+        .filter(project__in=projects_with_perm(request.user, "view_alert"))
         .select_related("project", "run", "operation", "acknowledged_by")
         .prefetch_related("deliveries")
         .order_by("-created_at", "-pk")[:LIMIT]
