@@ -122,6 +122,12 @@ def check_json(field: str, value: Any, *, max_bytes: int) -> None:
     """Refuse a free-form value (arguments, a payload, an output) that ``check_tree``
     refuses or whose canonical form is over ``max_bytes``."""
     check_tree(field, value)
+    check_size(field, value, max_bytes=max_bytes)
+
+
+def check_size(field: str, value: Any, *, max_bytes: int) -> None:
+    """Refuse a value ``check_tree`` already passed (every API body member, by the
+    API's parser) whose canonical form is over ``max_bytes``."""
     size = len(canonical_json(value))
     if size > max_bytes:
         raise LimitExceeded(field, f"{size} bytes is over the limit of {max_bytes}", status=413)

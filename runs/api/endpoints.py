@@ -18,7 +18,7 @@ from ninja import Router, Status
 from runs.actions.base import Effect
 from runs.actors import Actor
 from runs.api import schemas as s
-from runs.api.limits import LimitExceeded, check_json
+from runs.api.limits import LimitExceeded, check_size
 from runs.api.waits import Busy, too_many, wait_slot
 from runs.canonical import sha256_hex
 from runs.clock import db_now
@@ -130,7 +130,7 @@ def finish(request, pk: int, body: s.FinishIn):
 
 @router.post("/runs/{int:pk}/messages", response={201: s.MessageOut, **PROBLEMS}, tags=["runs"])
 def add_message(request, pk: int, body: s.MessageIn):
-    check_json("payload", body.payload, max_bytes=settings.OVERSIGHT_API_MAX_MESSAGE_BYTES)
+    check_size("payload", body.payload, max_bytes=settings.OVERSIGHT_API_MAX_MESSAGE_BYTES)
     if (body.kind, body.schema_version) not in PAYLOAD_SCHEMAS:
         raise InvalidInput(
             f"schema_version: no payload schema for kind {body.kind!r} "
@@ -187,7 +187,7 @@ def propose(request, pk: int, body: s.ProposalIn):
     """Propose an operation. A repeat with the same call_id and arguments answers 200
     with the existing operation; other arguments, a stale base_version, or a closed
     run answer 409."""
-    check_json("arguments", body.arguments, max_bytes=settings.OVERSIGHT_API_MAX_ARGUMENTS_BYTES)
+    check_size("arguments", body.arguments, max_bytes=settings.OVERSIGHT_API_MAX_ARGUMENTS_BYTES)
     run = own_run(request, pk)
     existed = run.operations.filter(call_id=body.call_id).exists()
     operation = propose_operation(
@@ -328,7 +328,7 @@ def intent(request, pk: int, body: s.IntentIn):
     while this epoch's lease is live. Refused once the run is cancelled (an operation
     with no intent yet is cancelled with it: it never fired) or halted for
     reconciliation."""
-    check_json("snapshot", body.snapshot, max_bytes=settings.OVERSIGHT_API_MAX_ARGUMENTS_BYTES)
+    check_size("snapshot", body.snapshot, max_bytes=settings.OVERSIGHT_API_MAX_ARGUMENTS_BYTES)
     operation = _agent_executed(request, pk)
     with transaction.atomic():
         run = lock_run(operation.run_id)
@@ -388,7 +388,7 @@ def report(request, pk: int, body: s.ReportIn):
     failure, and the rollback plan must follow. A report is the truth about an effect
     that may already have fired, so it is accepted even after the run was cancelled or
     halted for reconciliation: its intent was recorded before."""
-    check_json("output", body.output, max_bytes=settings.OVERSIGHT_API_MAX_ARGUMENTS_BYTES)
+    check_size("output", body.output, max_bytes=settings.OVERSIGHT_API_MAX_ARGUMENTS_BYTES)
     operation = _agent_executed(request, pk)
     effect = body.reported_effect()
     with transaction.atomic():

@@ -4,9 +4,9 @@ here applies them to every request body before any endpoint sees it."""
 
 from ninja.parser import Parser
 
-from runs.jsonsafe import LimitExceeded, Refused, check_body, check_json, parse
+from runs.jsonsafe import LimitExceeded, Refused, check_body, check_size, parse
 
-__all__ = ["LimitExceeded", "Refused", "StrictParser", "check_json"]
+__all__ = ["LimitExceeded", "Refused", "StrictParser", "check_size"]
 
 
 class StrictParser(Parser):
