@@ -27,7 +27,11 @@ def document(checkpoint: Checkpoint) -> dict:
 
 
 def _hashed(checkpoint: Checkpoint) -> dict:
+    """What the hash covers. ``request`` is there only on a human request's
+    checkpoints, so the hashes of chains written before requests existed still hold."""
+    request = {"request": checkpoint.request_id} if checkpoint.request_id else {}
     return {
+        **request,
         "run": checkpoint.run_id,
         "seq": checkpoint.seq,
         "created_at": checkpoint.created_at.astimezone(UTC).isoformat(timespec="microseconds"),

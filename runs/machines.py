@@ -72,6 +72,17 @@ OPERATION = Machine(
     },
 )
 
+REQUEST = Machine(
+    "request",
+    {
+        "open": frozenset({"answered", "rejected", "expired", "cancelled"}),
+        "answered": frozenset(),
+        "rejected": frozenset(),
+        "expired": frozenset(),
+        "cancelled": frozenset(),
+    },
+)
+
 ALERT = Machine(
     "alert",
     {

@@ -1,13 +1,14 @@
 """The one place where runs, operations and alerts change status.
 
-Every change here, in one short transaction:
+Every change here (runs, operations, human requests, alerts), in one short transaction:
 1. locks the run row (``SELECT … FOR UPDATE`` on PostgreSQL; on SQLite the whole
    transaction already holds the write lock from ``BEGIN IMMEDIATE``), so the
    run's checkpoints are written one at a time and chain correctly;
 2. checks the transition against the machine in ``runs.machines``;
 3. updates the row only if its ``version`` is still the one the caller read, so a
    stale writer gets ``StaleVersion`` instead of silently overwriting;
-4. bumps the run's version and appends the checkpoint whose ``seq`` is that version.
+4. bumps the run's version and appends the checkpoint whose ``seq`` is that version,
+   and, for a run opened with an agent token, the entry of that token's feed.
 
 Callers pass the instance they hold; it is refreshed in place on success.
 """
@@ -24,13 +25,17 @@ from runs.actors import Actor
 from runs.chain import GENESIS, checkpoint_hash
 from runs.errors import StaleVersion
 from runs.models import (
+    AgentToken,
     Alert,
     Artifact,
     Checkpoint,
     CheckpointArtifact,
     Decision,
+    FeedEvent,
+    HumanRequest,
     Operation,
     Run,
+    Session,
 )
 
 
@@ -164,6 +169,68 @@ def transition_alert(
 
 
 @transaction.atomic
+def transition_request(
+    *,
+    request: HumanRequest,
+    to: str,
+    actor: Actor,
+    reason: str = "",
+    changes: dict | None = None,
+    detail: dict | None = None,
+) -> Checkpoint:
+    """Move a human request to status ``to``, applying ``changes`` in the same
+    conditional update (on its ``version``); a stale caller gets ``StaleVersion``."""
+    run = lock_run(request.run_id)
+    machines.REQUEST.check(request.status, to)
+    fields = {"status": to, **(changes or {})}
+    updated = HumanRequest.objects.filter(
+        pk=request.pk, version=request.version, status=request.status
+    ).update(version=F("version") + 1, updated_at=timezone.now(), **fields)
+    if updated != 1:
+        raise StaleVersion(
+            f"request {request.pk} changed since version {request.version}: read it again"
+        )
+    from_status = request.status
+    _refresh(request, {**fields, "version": request.version + 1})
+    return _append(
+        run,
+        {},
+        actor=actor,
+        event="request.status",
+        from_status=from_status,
+        to_status=to,
+        reason=reason,
+        request=request,
+        detail=detail,
+    )
+
+
+@transaction.atomic
+def record_request_created(*, request: HumanRequest, actor: Actor) -> Checkpoint:
+    """The checkpoint that fixes what was asked, before anyone answers."""
+    run = lock_run(request.run_id)
+    return _append(
+        run,
+        {},
+        actor=actor,
+        event="request.created",
+        from_status="",
+        to_status=request.status,
+        request=request,
+        detail={
+            "request": {
+                "prompt": request.prompt,
+                "context": request.context,
+                "answer_schema": request.answer_schema,
+                "choices": request.choices,
+                "external_id": request.external_id,
+                "expires_at": request.expires_at.isoformat(),
+            }
+        },
+    )
+
+
+@transaction.atomic
 def record_run_event(
     *,
     run: Run,
@@ -201,10 +268,12 @@ def _append(
     to_status: str,
     reason: str = "",
     operation: Operation | None = None,
+    request: HumanRequest | None = None,
     detail: dict | None = None,
     artifacts: Sequence[ArtifactRef] = (),
 ) -> Checkpoint:
-    """Bump the locked run's version (applying ``changes``) and append its checkpoint."""
+    """Bump the locked run's version (applying ``changes``) and append its checkpoint,
+    and its entry in the feed of the token that opened the run's session."""
     seq = run.version + 1
     updated = Run.objects.filter(pk=run.pk, version=run.version).update(
         version=seq, updated_at=timezone.now(), **changes
@@ -223,6 +292,7 @@ def _append(
         actor_user=actor.user,
         actor_label=actor.label,
         operation=operation,
+        request=request,
         event=event,
         from_status=from_status,
         to_status=to_status,
@@ -238,7 +308,20 @@ def _append(
         )
         for ref in artifacts
     )
+    _feed(run, checkpoint)
     return checkpoint
+
+
+def _feed(run: Run, checkpoint: Checkpoint) -> None:
+    """Number ``checkpoint`` in its token's feed. The counter's row stays locked until
+    this transaction commits, so a later number never commits before an earlier one."""
+    token_id = Session.objects.filter(pk=run.session_id).values_list("token_id", flat=True)[0]
+    if token_id is None:
+        return
+    counter = AgentToken.objects.filter(pk=token_id)
+    counter.update(feed_seq=F("feed_seq") + 1)
+    seq = counter.values_list("feed_seq", flat=True)[0]
+    FeedEvent.objects.create(token_id=token_id, seq=seq, checkpoint=checkpoint)
 
 
 def _state(

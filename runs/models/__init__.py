@@ -1,12 +1,14 @@
 from runs.models.alerts import Alert, AlertDelivery
 from runs.models.artifacts import Artifact
 from runs.models.checkpoints import Checkpoint, CheckpointArtifact
+from runs.models.feed import FeedEvent
 from runs.models.ledger import Account, LedgerEntry
 from runs.models.operations import Decision, Operation
 from runs.models.outbox import SentEmail
 from runs.models.preferences import Preferences
 from runs.models.projects import ApprovalPolicy, Membership, Project, Role
 from runs.models.replays import ApiReplay
+from runs.models.requests import HumanRequest
 from runs.models.runs import Message, Run, Session
 from runs.models.tokens import AgentToken
 
@@ -21,6 +23,8 @@ __all__ = [
     "Checkpoint",
     "CheckpointArtifact",
     "Decision",
+    "FeedEvent",
+    "HumanRequest",
     "LedgerEntry",
     "Membership",
     "Message",

@@ -8,6 +8,7 @@ from runs.models.artifacts import Artifact
 from runs.models.choices import choices_constraint
 from runs.models.operations import Operation
 from runs.models.projects import Project
+from runs.models.requests import HumanRequest
 from runs.models.runs import Run
 
 
@@ -38,6 +39,9 @@ class Checkpoint(models.Model):
     actor_label = models.CharField(max_length=200)
     operation = models.ForeignKey(
         Operation, null=True, blank=True, on_delete=models.PROTECT, related_name="checkpoints"
+    )
+    request = models.ForeignKey(
+        HumanRequest, null=True, blank=True, on_delete=models.PROTECT, related_name="checkpoints"
     )
     event = models.CharField(max_length=48)
     from_status = models.CharField(max_length=24, blank=True)

@@ -52,7 +52,12 @@ class Operation(models.Model):
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="operations")
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="operations")
     call_id = models.CharField(max_length=200)
+    # The agent's own name for it (a framework's interrupt id…): unique in the project.
+    external_id = models.CharField(max_length=200, blank=True, default="")
     action = models.CharField(max_length=100)
+    # Why the agent proposes it, in its words: shown to reviewers, never trusted.
+    summary = models.CharField(max_length=300, blank=True, default="")
+    rationale = models.TextField(blank=True, default="")
     # As the agent proposed them, kept for the diff when a reviewer edits.
     proposed_arguments = models.JSONField()
     arguments = models.JSONField()
@@ -95,6 +100,11 @@ class Operation(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["run", "call_id"], name="operation_unique_call"),
+            models.UniqueConstraint(
+                fields=["project", "external_id"],
+                condition=~models.Q(external_id=""),
+                name="operation_unique_external_id",
+            ),
             choices_constraint("status", OperationStatus, "operation_status_valid"),
             choices_constraint("risk", Risk, "operation_risk_valid"),
             choices_constraint("rollback_kind", RollbackKind, "operation_rollback_valid"),

@@ -24,10 +24,19 @@ class Session(models.Model):
         AgentToken, null=True, blank=True, on_delete=models.PROTECT, related_name="sessions"
     )
     title = models.CharField(max_length=300, blank=True)
+    # The agent's own name for it (a framework's thread id…): unique in the project.
+    external_id = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         verbose_name = "agent session"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "external_id"],
+                condition=~models.Q(external_id=""),
+                name="session_unique_external_id",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.title or f"session {self.pk}"
@@ -59,6 +68,8 @@ class Run(models.Model):
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="runs")
     session = models.ForeignKey(Session, on_delete=models.PROTECT, related_name="runs")
     goal = models.TextField()
+    # The agent's own name for it (a framework's thread id…): unique in the project.
+    external_id = models.CharField(max_length=200, blank=True, default="")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     reason = models.CharField(max_length=32, choices=Reason.choices, blank=True, default="")
     unblock = models.CharField(
@@ -89,6 +100,11 @@ class Run(models.Model):
             models.CheckConstraint(
                 condition=~models.Q(status="cancelled") | models.Q(cancel_requested=True),
                 name="run_cancelled_is_requested",
+            ),
+            models.UniqueConstraint(
+                fields=["project", "external_id"],
+                condition=~models.Q(external_id=""),
+                name="run_unique_external_id",
             ),
         ]
         indexes = [

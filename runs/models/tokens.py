@@ -31,6 +31,8 @@ class AgentToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # The seq of the token's latest feed entry (``FeedEvent``).
+    feed_seq = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         constraints = [
