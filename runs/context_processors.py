@@ -1,17 +1,27 @@
 from django.db.models import Q
 
-from runs.models import Alert, Operation
+from runs.models import Alert, HumanRequest, Operation
 from runs.permissions import projects_with_perm
 
 
 def navigation(request) -> dict:
-    """The counts in the navigation: decisions waiting for me (shown to reviewers only),
-    alerts open in my projects."""
+    """The counts in the navigation: decisions waiting for me (proposals and human
+    requests, shown to reviewers only), alerts open in my projects."""
     user = request.user
     if not user.is_authenticated:
         return {}
     deciding = list(projects_with_perm(user, "decide_operation").values_list("pk", flat=True))
-    pending = Operation.objects.filter(status=Operation.Status.PROPOSED, project__in=deciding)
+    # One query for both: UNION ALL of the two kinds' keys, counted.
+    pending = (
+        Operation.objects.filter(status=Operation.Status.PROPOSED, project__in=deciding)
+        .values("pk")
+        .union(
+            HumanRequest.objects.filter(
+                status=HumanRequest.Status.OPEN, project__in=deciding
+            ).values("pk"),
+            all=True,
+        )
+    )
     return {
         "can_review": bool(deciding),
         "nav_pending": pending.count() if deciding else 0,
@@ -25,5 +35,13 @@ def pending_for(user):
     """Operations awaiting a decision in the projects where ``user`` may decide."""
     return Operation.objects.filter(
         status=Operation.Status.PROPOSED,
+        project__in=projects_with_perm(user, "decide_operation"),
+    )
+
+
+def open_requests_for(user):
+    """Human requests awaiting an answer in the projects where ``user`` may decide."""
+    return HumanRequest.objects.filter(
+        status=HumanRequest.Status.OPEN,
         project__in=projects_with_perm(user, "decide_operation"),
     )

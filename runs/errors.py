@@ -36,6 +36,13 @@ class ConflictingProposal(OversightError):
     code = "conflicting_proposal"
 
 
+class ExternalIdConflict(OversightError):
+    """The external_id already names another object of this kind in the project, or an
+    object of the token's that describes something else."""
+
+    code = "external_id_conflict"
+
+
 class DecisionRefused(OversightError):
     """The decision breaks a rule: own run, already decided, already approved by you…"""
 

@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from django.utils.text import capfirst
 
 from runs import jsonsafe
-from runs.models import Decision, Operation, Preferences, Project, Run
+from runs.models import Decision, HumanRequest, Operation, Preferences, Project, Run
 
 IRREVERSIBLE = (Operation.RollbackKind.NONE, Operation.RollbackKind.OUT_OF_BAND)
 
@@ -79,6 +79,66 @@ class DecisionForm(forms.Form):
                 f"This cannot be undone: type {self.operation.action} to confirm.",
             )
         return data
+
+
+class AnswerForm(forms.Form):
+    """A reviewer's answer to a human request: what it allows (``allowed_kinds``), the
+    data for a schema (JSON, or plain text when the schema asks for a string), the
+    choice for choices. The service checks the data against the schema. (The answer
+    is the field ``value``: a form's ``data`` is its bound input.)"""
+
+    kind = forms.ChoiceField(choices=HumanRequest.AnswerKind.choices, widget=forms.HiddenInput)
+    version = forms.IntegerField(widget=forms.HiddenInput)
+    value = forms.CharField(required=False, strip=False, label="Your answer")
+    choice = forms.CharField(required=False, max_length=200, strip=False)
+    comment = forms.CharField(
+        required=False, max_length=4000, widget=forms.Textarea(attrs={"rows": 2})
+    )
+
+    def __init__(self, *args, request: HumanRequest, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.request = request
+        if self.text_answer:
+            self.fields["value"].widget = forms.Textarea(attrs={"rows": 3})
+        else:
+            self.fields["value"].label = "Your answer (JSON)"
+            self.fields["value"].widget = forms.Textarea(
+                attrs={"rows": 8, "spellcheck": "false", "class": "code"}
+            )
+
+    @property
+    def text_answer(self) -> bool:
+        """The schema asks for a string: the reviewer types text, not JSON."""
+        schema = self.request.answer_schema
+        return isinstance(schema, dict) and schema.get("type") == "string"
+
+    def clean_value(self):
+        if self.data.get("kind") != HumanRequest.AnswerKind.ANSWER:
+            return None
+        text = self.cleaned_data["value"]
+        try:
+            value = text if self.text_answer else jsonsafe.parse(text or "", field="value")
+            jsonsafe.check_json(
+                "value", value, max_bytes=settings.OVERSIGHT_API_MAX_ARGUMENTS_BYTES
+            )
+        except jsonsafe.Refused as error:
+            raise forms.ValidationError(capfirst(str(error))) from None
+        return value
+
+    def clean(self):
+        data = super().clean()
+        kind = data.get("kind")
+        if kind == HumanRequest.AnswerKind.REJECT and not data.get("comment", "").strip():
+            self.add_error("comment", "Say why you reject it.")
+        if kind == HumanRequest.AnswerKind.CHOOSE and not data.get("choice"):
+            self.add_error(None, "Choose one of the options.")
+        return data
+
+    def answer(self):
+        """The answer's data as the service takes it: the choice, or the data."""
+        if self.cleaned_data["kind"] == HumanRequest.AnswerKind.CHOOSE:
+            return self.cleaned_data["choice"]
+        return self.cleaned_data.get("value")
 
 
 class ReasonForm(forms.Form):

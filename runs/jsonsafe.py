@@ -71,7 +71,8 @@ def _number_problem(number: float) -> str | None:
     return None
 
 
-def _string_problem(text: str) -> str | None:
+def string_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored as text (in either database), if it cannot."""
     if "\x00" in text:
         return "contains U+0000 (NUL), which cannot be stored; encode binary data as base64"
     try:
@@ -91,7 +92,7 @@ def check_tree(field: str, value: Any) -> None:
     while stack:
         item, path, level = stack.pop()
         if isinstance(item, str | float):
-            check = _string_problem if isinstance(item, str) else _number_problem
+            check = string_problem if isinstance(item, str) else _number_problem
             if problem := check(item):
                 raise Refused(".".join(path), problem)
         elif isinstance(item, dict | list):
@@ -101,7 +102,7 @@ def check_tree(field: str, value: Any) -> None:
                 stack.extend((child, (*path, str(i)), level + 1) for i, child in enumerate(item))
                 continue
             for key, child in item.items():
-                if problem := _string_problem(key):
+                if problem := string_problem(key):
                     raise Refused(".".join(path), f"a key {problem}")
                 stack.append((child, (*path, key), level + 1))
 
@@ -113,7 +114,7 @@ def check_body(body: Any) -> None:
         check_tree("body", body)
         return
     for name, member in body.items():
-        if problem := _string_problem(name):
+        if problem := string_problem(name):
             raise Refused("body", f"a key {problem}")
         check_tree(name, member)
 

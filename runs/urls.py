@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs.views import alerts, approvals, audit, home, operations, runs, tokens
+from runs.views import alerts, approvals, audit, home, operations, requests, runs, tokens
 
 urlpatterns = [
     path("", home.home, name="home"),
@@ -10,6 +10,8 @@ urlpatterns = [
     path("operations/<int:pk>/", operations.detail, name="operation"),
     path("operations/<int:pk>/decide/", operations.decide_view, name="operation-decide"),
     path("operations/<int:pk>/outcome/", operations.outcome, name="operation-outcome"),
+    path("requests/<int:pk>/", requests.detail, name="request"),
+    path("requests/<int:pk>/answer/", requests.answer_view, name="request-answer"),
     path("runs/", runs.run_list, name="runs"),
     path("runs/<int:pk>/", runs.run_detail, name="run"),
     path("runs/<int:pk>/cancel/", runs.cancel, name="run-cancel"),

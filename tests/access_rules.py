@@ -109,6 +109,7 @@ class Page:
 RUN = {"pk": "run"}
 OPERATION = {"pk": "operation"}
 ALERT = {"pk": "alert"}
+REQUEST = {"pk": "request"}  # A human request of A1's run, already answered.
 
 PAGES: dict[str, Page] = {
     "": Page(SIGNED_IN),
@@ -121,6 +122,11 @@ PAGES: dict[str, Page] = {
         WRONG_METHOD, post=in_a(400, 403, 403), params=OPERATION, data={"kind": "approve"}
     ),
     "operations/<int:pk>/outcome/": Page(READ, params=OPERATION),
+    "requests/<int:pk>/": Page(READ, params=REQUEST),
+    # No version: the form is refused (400) once the decide permission let it through.
+    "requests/<int:pk>/answer/": Page(
+        WRONG_METHOD, post=in_a(400, 403, 403), params=REQUEST, data={"kind": "approve"}
+    ),
     "runs/": Page(SIGNED_IN),
     "runs/<int:pk>/": Page(READ, params=RUN),
     "runs/<int:pk>/cancel/": Page(MANAGE, post=in_a(403, 403, 400), params=RUN),
@@ -290,4 +296,22 @@ ENDPOINTS: dict[str, Endpoint] = {
     ),
     "POST /api/v1/runs/{pk}/artifacts": Endpoint(own(201), RUN, artifact_body(b"matrix")),
     "GET /api/v1/artifacts/{sha256}": Endpoint(own(200), {"sha256": "artifact_sha"}),
+    # Lookups by external id need their filter: 422 for every token (identity tests).
+    "GET /api/v1/sessions": Endpoint(any_token(422)),
+    "GET /api/v1/runs": Endpoint(any_token(422)),
+    "GET /api/v1/operations": Endpoint(any_token(422)),
+    "GET /api/v1/runs/{pk}/messages": Endpoint(own(200), RUN),
+    "POST /api/v1/operations/{pk}/withdraw": Endpoint(own(200), OPERATION, {}),
+    # Each token's own events; the same catalogue for all.
+    "GET /api/v1/events": Endpoint(any_token(200)),
+    "GET /api/v1/actions": Endpoint(any_token(200)),
+    # The name of A1's request, for another question: refused (409) after the access check.
+    "POST /api/v1/runs/{pk}/requests": Endpoint(
+        own(409), RUN, {"prompt": "Again?", "external_id": "matrix-request"}
+    ),
+    # A lookup needs its filter: 422 for every token, and nothing of A's shown.
+    "GET /api/v1/requests": Endpoint(any_token(422)),
+    "GET /api/v1/requests/{pk}": Endpoint(own(200), REQUEST),
+    # Already answered: withdrawing it is refused.
+    "POST /api/v1/requests/{pk}/withdraw": Endpoint(own(409), REQUEST, {}),
 }

@@ -11,7 +11,7 @@ from django.core.management import call_command
 
 import oversight
 from runs.engine.worker import Worker
-from runs.models import Checkpoint, Decision, Message, Operation, Run
+from runs.models import Checkpoint, Decision, HumanRequest, Message, Operation, Run
 from runs.services.decisions import decide
 
 
@@ -20,6 +20,7 @@ def stored() -> tuple:
     return (
         list(Run.objects.order_by("pk").values_list("pk", "status", "version", "outcome")),
         list(Operation.objects.order_by("pk").values_list("pk", "status", "version")),
+        list(HumanRequest.objects.order_by("pk").values_list("pk", "status", "version")),
         Checkpoint.objects.count(),
         Decision.objects.count(),
         Message.objects.count(),

@@ -30,6 +30,7 @@ from runs.models import (
     Alert,
     ApprovalPolicy,
     CheckpointArtifact,
+    HumanRequest,
     Membership,
     Operation,
     Project,
@@ -37,6 +38,7 @@ from runs.models import (
     Run,
     Session,
 )
+from runs.services import requests as human_requests
 from runs.services.alerts import acknowledge_alert
 from tests import access_rules as rules
 from tests.api_helpers import Api, agent_proposal, artifact_body
@@ -157,6 +159,17 @@ def _admin_rows() -> None:
     AccessFailureLog.objects.create(username="nobody", ip_address="127.0.0.1")
 
 
+def _answered_request(api: Api, run: int, reviewer) -> int:
+    """A1 asks for a sign-off on its run; A's reviewer gives it."""
+    body = {"prompt": f"Ship {MARKER}?", "external_id": "matrix-request"}
+    pk = created(api.post(f"/runs/{run}/requests", body))["id"]
+    request = HumanRequest.objects.get(pk=pk)
+    human_requests.answer(
+        request=request, reviewer=reviewer, kind="approve", version=request.version
+    )
+    return pk
+
+
 def build_world() -> World:
     a = Project.objects.create(slug="alpha", name="Alpha")
     b = Project.objects.create(slug="beta", name="Beta")
@@ -171,6 +184,7 @@ def build_world() -> World:
     a1, a2 = Api(tokens[rules.TOKEN_A1].plain), Api(tokens[rules.TOKEN_A2].plain)
     session, run, operation = _agent_work(a1, f"Deploy {MARKER}", "push-1")
     sha = created(a1.post(f"/runs/{run}/artifacts", artifact_body(MARKER.encode())))["sha256"]
+    request = _answered_request(a1, run, people[rules.A_REVIEWER])
     _, _, a2_operation = _agent_work(a2, "Tidy the docs", "push-2")
     decide_on(Operation.objects.get(pk=a2_operation), people[rules.A_REVIEWER])
     alert = _alert(a2, a2_operation, a_admin)
@@ -189,6 +203,7 @@ def build_world() -> World:
         "artifact_ref": reference.pk,
         "artifact_sha": sha,
         "alert": alert.pk,
+        "request": request,
         "revoked_token": tokens[rules.TOKEN_REVOKED].pk,
         "user": people[rules.A_REVIEWER].pk,
         "run_type": ContentType.objects.get_for_model(Run).pk,

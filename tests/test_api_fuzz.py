@@ -24,6 +24,7 @@ from runs.forms import QueueFilter, RunFilter
 from runs.models import Artifact, CheckpointArtifact, Operation
 from runs.services.artifacts import attach_artifact
 from runs.services.proposals import propose_operation
+from runs.services.requests import ask
 from tests.api_helpers import PREFIX, agent_proposal
 from tests.helpers import decide_on, stored
 
@@ -35,7 +36,7 @@ schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", application)
 @pytest.fixture
 def world(agent_token, run, reviewer) -> dict:
     """Objects the fuzzed paths may hit: the run, an approved agent-executed operation,
-    an artifact; and the token's header."""
+    an open human request, an artifact; and the token's header."""
     run.refresh_from_db()
     op = propose_operation(
         run=run,
@@ -49,13 +50,28 @@ def world(agent_token, run, reviewer) -> dict:
     )
     decide_on(op, reviewer)
     artifact = attach_artifact(run=run, name="a.txt", content=b"fuzz", actor=Actor.agent("x"))
+    asked, _ = ask(run=run, prompt="Ship it?", actor=Actor.agent("x"), token=agent_token)
     return {
         "headers": {"Authorization": f"Bearer {agent_token.plain}"},
         "session": run.session_id,
         "runs": run.pk,
         "operations": op.pk,
+        "requests": asked.pk,
         "artifacts": artifact.sha256,
     }
+
+
+def test_every_operation_of_the_document_is_fuzzed():
+    """``schema.parametrize`` below generates cases for every operation schemathesis
+    can read: none of the document's may be left out (unreadable)."""
+    documented = {
+        (method.upper(), path)
+        for path, item in schema.raw_schema["paths"].items()
+        for method in item
+    }
+    fuzzed = {(op.ok().method.upper(), op.ok().path) for op in schema.get_all_operations()}
+    assert fuzzed == documented
+    assert {("GET", f"{PREFIX}/events"), ("GET", f"{PREFIX}/actions")} <= fuzzed
 
 
 def heads(value) -> bool:
@@ -232,7 +248,8 @@ def everything() -> tuple:
 @pytest.fixture
 def staged(api, reviewer) -> dict:
     """A run of the token with a claimed agent-executed operation whose intent is
-    recorded, and an approved one: the states the endpoints act on."""
+    recorded, an approved one, and an open human request: the states the endpoints act
+    on."""
     session = api.post("/sessions", {"title": "fuzz"}).json()["id"]
     run = api.post("/runs", {"session": session, "goal": "fuzz"}).json()["id"]
     ops = []
@@ -242,10 +259,14 @@ def staged(api, reviewer) -> dict:
         ops.append(op_id)
     assert api.post(f"/operations/{ops[0]}/claim", {}).status_code == 200
     assert api.post(f"/operations/{ops[0]}/intent", {"epoch": 1}).status_code == 200
+    # On a run of its own: the open request makes its run wait for the answer.
+    asking = api.post("/runs", {"session": session, "goal": "ask"}).json()["id"]
+    asked = api.post(f"/runs/{asking}/requests", {"prompt": "Ship it?"}).json()["id"]
     version = api.run_version(run)
     return {
         "runs": [run],
         "operations": ops,
+        "requests": [asked],
         "integers": [0, 1, session, run, version],
         "strings": ["x", "text/plain", sha256_hex(b"x"), "eA=="],
         # Members whose right value the document cannot say.
@@ -256,7 +277,7 @@ def staged(api, reviewer) -> dict:
 @pytest.mark.django_db
 @pytest.mark.parametrize(("path", "spoilt"), SPOILS)
 def test_no_hostile_body_gets_a_server_error_or_leaves_anything_behind(api, staged, path, spoilt):
-    ids = staged["runs"] if path.startswith(f"{PREFIX}/runs/") else staged["operations"]
+    ids = staged.get(path.removeprefix(PREFIX).split("/")[1], [])  # runs, operations…
 
     @FUZZ
     @given(body=bodies(path, spoilt, staged), pk=st.sampled_from([*ids * 2, 0, 2**64]))

@@ -39,6 +39,7 @@ def test_open_a_session(api, project, owner):
         "agent": "test-agent",
         "title": "Invoices",
         "owner": "owner",
+        "external_id": "",
     }
     assert (session.project, session.owner, session.agent) == (project, owner, "test-agent")
 

@@ -20,6 +20,7 @@ from runs.models import AgentToken, Alert, Checkpoint, CheckpointArtifact, Decis
 from runs.payloads import MessageKind
 from runs.services.alerts import acknowledge_alert, resolve_alert
 from runs.services.artifacts import attach_artifact
+from runs.services.requests import ask
 from runs.services.runs import append_message, open_session, start_run
 from runs.services.tokens import issue_token
 from tests.conftest import AGENT
@@ -735,6 +736,7 @@ def test_export_with_invalid_filters_is_refused(as_auditor, story, fmt, query, l
 # only reads. A new route must be added to one of them (or to MINE) before this passes.
 WRITES = [
     "operation-decide",
+    "request-answer",
     "run-cancel",
     "alert-acknowledge",
     "alert-resolve",
@@ -747,6 +749,7 @@ READS = [
     "approvals",
     "operation",
     "operation-outcome",
+    "request",
     "runs",
     "run",
     "run-artifact",
@@ -778,10 +781,13 @@ def targets(story, approved, propose, session, project) -> dict[str, tuple[str, 
     alert = Alert.objects.get(status=Alert.Status.OPEN)
     waiting = start_run(session=session, goal="Waiting for you", actor=AGENT)
     pending = propose("pending", target=waiting)
+    asked, _ = ask(run=waiting, prompt="Ship it?", actor=AGENT)
     token, _ = issue_token(project=project, name="planner")
     ref = versions(story, "report.txt")[0]
     kwargs = {
         "operation-decide": {"pk": pending.pk},
+        "request-answer": {"pk": asked.pk},
+        "request": {"pk": asked.pk},
         "run-cancel": {"pk": waiting.pk},
         "alert-acknowledge": {"pk": alert.pk},
         "alert-resolve": {"pk": alert.pk},
@@ -799,6 +805,7 @@ def targets(story, approved, propose, session, project) -> dict[str, tuple[str, 
     }
     data = {
         "operation-decide": {"kind": "approve", "arguments_hash": pending.arguments_hash},
+        "request-answer": {"kind": "approve", "version": asked.version},
         "run-cancel": {"reason": "Stop it"},
         "alert-resolve": {"note": "Fixed by hand"},
         "tokens": {"name": "another"},

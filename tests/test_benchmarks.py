@@ -52,6 +52,12 @@ def test_checkpoint_writes(tmp_path):
     assert f"database: {connection.vendor}" in out
 
 
+def test_feed(tmp_path):
+    out = run_bench("feed.py", "--runs", "3", "--events", "4", "--page", "5", tmp_path=tmp_path)
+    assert f"database: {connection.vendor}" in out
+    assert "feed events: 18, read: 18, gapless: True" in out
+
+
 def test_worker_drain(tmp_path):
     out = run_bench("worker_drain.py", "--operations", "10", "--workers", "2", tmp_path=tmp_path)
     assert "committed 10, ledger entries 10" in out

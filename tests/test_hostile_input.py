@@ -123,6 +123,35 @@ def test_a_string_that_is_not_storable_text_is_refused(api, request, where, valu
     assert stored() == before
 
 
+LOOKUPS = [
+    ("/sessions", {}),
+    ("/runs", {}),
+    ("/operations", {}),
+    ("/operations", {"run": "1"}),
+    ("/requests", {}),
+]
+
+
+@pytest.mark.parametrize(("path", "others"), LOOKUPS)
+def test_a_lookup_by_text_with_nul_is_refused(api, path, others):
+    """PostgreSQL cannot compare text holding NUL (a 500 before); SQLite could."""
+    field = "call_id" if others else "external_id"
+
+    response = api.get(path, {**others, field: "a\x00b"})
+
+    assert problem(response, 422, field)
+
+
+@pytest.mark.parametrize("path", ["/operations", "/requests"])
+@pytest.mark.parametrize("number", [str(2**63), str(10**30), "0", "-1"])
+def test_a_lookup_by_a_run_id_no_column_holds_is_refused(api, path, number):
+    others = {"call_id": "x"} if path == "/operations" else {}
+
+    response = api.get(path, {"run": number, **others})
+
+    assert problem(response, 422, "run")
+
+
 def test_a_body_that_is_not_utf8_is_refused(api, run):
     before = stored()
     response = api.post(f"/runs/{run.pk}/messages", raw=b'{"payload": {"text": "\xff"}}')

@@ -190,6 +190,12 @@ class Action:
     Arguments: ClassVar[type[Arguments]]
     rollback_kind: ClassVar[str] = Operation.RollbackKind.NONE
     in_database: ClassVar[bool] = False
+    # For the catalogue (``GET /api/v1/actions``): what it does (default: the class's
+    # docstring), what ``precondition`` checks, in a sentence, and every rollback kind
+    # ``rollback_kind_for`` may answer (default: ``rollback_kind`` alone).
+    description: ClassVar[str] = ""
+    checks: ClassVar[str] = ""
+    rollback_kinds: ClassVar[tuple[str, ...]] = ()
 
     def rollback_kind_for(self, args: Any) -> str:
         """The rollback kind of this call (an action may offer several, by arguments)."""

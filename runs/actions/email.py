@@ -76,6 +76,8 @@ class SendEmail(Action):
     name = "email.send"
     Arguments = EmailArguments
     rollback_kind = Operation.RollbackKind.OUT_OF_BAND
+    description = "Send an email; it cannot be unsent, so a failed verification alerts a person."
+    checks = "Every recipient is in a domain the server allows (OVERSIGHT_EMAIL_ALLOWED_DOMAINS)."
 
     def describe(self, args: EmailArguments) -> dict[str, str]:
         return {

@@ -221,6 +221,13 @@ class FileWrite(Action):
     name = "file.write"
     Arguments = FileWriteArguments
     rollback_kind = Operation.RollbackKind.IN_BAND
+    description = (
+        "Write a text file in the project's workspace; undone by restoring the previous version."
+    )
+    checks = (
+        "The file's current content still has expected_sha256, the sha256 hex of its "
+        "UTF-8 bytes (null: the file must not exist yet)."
+    )
 
     def describe(self, args: FileWriteArguments) -> dict[str, str]:
         before = (

@@ -254,6 +254,16 @@ class HttpRequest(Action):
     name = "http.request"
     Arguments = HttpRequestArguments
     rollback_kind = Operation.RollbackKind.OUT_OF_BAND
+    rollback_kinds = (Operation.RollbackKind.COMPENSATING, Operation.RollbackKind.OUT_OF_BAND)
+    description = (
+        "A mutating HTTP call to an allow-listed host, verified by a follow-up GET; "
+        "compensated by the call named in compensate, if any (then rollback_kind is "
+        "compensating), else out of band."
+    )
+    checks = (
+        "Every URL is still allowed and resolves to an allowed address, and the optional "
+        "precondition GET answers its status and JSON fields."
+    )
 
     def rollback_kind_for(self, args: HttpRequestArguments) -> str:
         if args.compensate:

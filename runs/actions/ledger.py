@@ -54,6 +54,14 @@ class LedgerTransfer(Action):
     name = "ledger.transfer"
     Arguments = TransferArguments
     rollback_kind = Operation.RollbackKind.COMPENSATING
+    description = (
+        "Move an amount between two accounts of Oversight's ledger; compensated by the "
+        "reverse transfer."
+    )
+    checks = (
+        "Both accounts exist and the source holds the amount (and more than "
+        "require_balance_above, if given) when the transfer is made."
+    )
     in_database = True
 
     def describe(self, args: TransferArguments) -> dict[str, str]:

@@ -6,6 +6,7 @@ from django.http import Http404
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
+from runs.api import catalogue, feed, requests
 from runs.api.auth import PayloadTooLarge, TokenAuth
 from runs.api.endpoints import router
 from runs.api.limits import Refused, StrictParser
@@ -13,6 +14,7 @@ from runs.errors import (
     ArgumentsChanged,
     ConflictingProposal,
     DecisionRefused,
+    ExternalIdConflict,
     IllegalTransition,
     InvalidInput,
     NotPermitted,
@@ -23,7 +25,20 @@ from runs.errors import (
     StaleVersion,
 )
 
-api = NinjaAPI(
+
+class AgentApi(NinjaAPI):
+    """The document also carries each registered action's arguments schema in its
+    components (``Arguments.<action>``), referenced from ``ProposalIn.arguments``."""
+
+    def get_openapi_schema(self, **kwargs):
+        document = super().get_openapi_schema(**kwargs)
+        schemas = document["components"]["schemas"]
+        schemas.update(catalogue.openapi_components())
+        schemas["ProposalIn"]["properties"]["arguments"].update(catalogue.arguments_choice())
+        return document
+
+
+api = AgentApi(
     title="Oversight agent API",
     version="1",
     description="Propose operations, wait for people's decisions, read results.",
@@ -34,6 +49,9 @@ api = NinjaAPI(
     parser=StrictParser(),
 )
 api.add_router("", router)
+api.add_router("", requests.router)
+api.add_router("", feed.router)
+api.add_router("", catalogue.router)
 
 STATUS = {
     ConflictingProposal: 409,
@@ -43,6 +61,7 @@ STATUS = {
     IllegalTransition: 409,
     ArgumentsChanged: 409,
     DecisionRefused: 409,
+    ExternalIdConflict: 409,
     OperationExpired: 409,
     NotPermitted: 403,
     InvalidInput: 422,

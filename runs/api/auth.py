@@ -1,6 +1,7 @@
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 from ninja.security import HttpBearer
 
@@ -28,6 +29,10 @@ class TokenAuth(HttpBearer):
             return None
         now = timezone.now()
         if not agent_token.last_used_at or now - agent_token.last_used_at > LAST_USE_GRANULARITY:
-            AgentToken.objects.filter(pk=agent_token.pk).update(last_used_at=now)
+            # After the request's transaction (an Idempotency-Key's), never inside it: the
+            # token's row is also its feed counter, which checkpoint writers lock after
+            # their run; locking it first, then a run, would deadlock with them.
+            used = AgentToken.objects.filter(pk=agent_token.pk)
+            transaction.on_commit(lambda: used.update(last_used_at=now))
         request.agent_token = agent_token
         return agent_token

@@ -5,21 +5,20 @@ not propose into, finish or report on runs of someone it does not act for."""
 
 import base64
 import binascii
-import time
-from contextlib import nullcontext
 from datetime import datetime, timedelta
+from typing import Annotated
 
 from django.conf import settings
 from django.db import transaction
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
-from ninja import Router, Status
+from ninja import Query, Router, Status
 
 from runs.actions.base import Effect
 from runs.actors import Actor
 from runs.api import schemas as s
-from runs.api.limits import LimitExceeded, check_size
-from runs.api.waits import Busy, too_many, wait_slot
+from runs.api.limits import MAX_ROW_ID, LimitExceeded, QueryText, RowId, check_size
+from runs.api.waits import long_poll
 from runs.canonical import sha256_hex
 from runs.clock import db_now
 from runs.downloads import attachment, stored_path
@@ -32,12 +31,21 @@ from runs.errors import (
     RunNotAccepting,
     StaleVersion,
 )
-from runs.models import AgentToken, Checkpoint, CheckpointArtifact, Operation, Run, Session
+from runs.models import (
+    AgentToken,
+    Checkpoint,
+    CheckpointArtifact,
+    Message,
+    Operation,
+    Run,
+    Session,
+)
 from runs.payloads import SCHEMAS as PAYLOAD_SCHEMAS
 from runs.services.alerts import raise_alert
 from runs.services.artifacts import attach_artifact
 from runs.services.decisions import expire_if_due
-from runs.services.proposals import propose_operation
+from runs.services.identity import named, owned
+from runs.services.proposals import submit_proposal, withdraw_operation
 from runs.services.runs import (
     append_message,
     finish_run,
@@ -56,6 +64,19 @@ PROBLEMS = {
     413: s.Problem,
     422: s.Problem,
 }
+
+
+# A lookup's required filter: 422 without it.
+ExternalIdQuery = Annotated[QueryText, Query(min_length=1)]
+
+
+def check_page(after: int, limit: int) -> None:
+    """A page of a list: ``limit`` rows (within the server's maximum page) after seq
+    ``after`` (a number the database can compare)."""
+    if not 0 <= after <= MAX_ROW_ID:
+        raise LimitExceeded("after", f"between 0 and {MAX_ROW_ID}")
+    if not 1 <= limit <= settings.OVERSIGHT_API_MAX_PAGE:
+        raise LimitExceeded("limit", f"between 1 and {settings.OVERSIGHT_API_MAX_PAGE}")
 
 
 def token(request) -> AgentToken:
@@ -83,30 +104,74 @@ def own_operation(request, pk: int) -> Operation:
 # --- sessions and runs ------------------------------------------------------------------
 
 
-@router.post("/sessions", response={201: s.SessionOut, **PROBLEMS}, tags=["runs"])
+def created(obj_and_new: tuple, out) -> Status:
+    """201 for a new object, 200 for the one a repeated create found."""
+    obj, new = obj_and_new
+    return Status(201 if new else 200, out(obj))
+
+
+@router.post(
+    "/sessions", response={200: s.SessionOut, 201: s.SessionOut, **PROBLEMS}, tags=["runs"]
+)
 def create_session(request, body: s.SessionIn):
+    """Open a session. With an ``external_id`` already naming one of this token's
+    sessions with the same title and agent: 200 with it."""
     me = token(request)
-    session = open_session(
-        project=me.project, owner=me.owner, agent=body.agent or me.name, title=body.title, token=me
-    )
-    return Status(
-        201,
-        s.SessionOut(
-            id=session.pk,
-            project=me.project.slug,
-            agent=session.agent,
-            title=session.title,
-            owner=me.owner.get_username(),
+    agent_name = body.agent or me.name
+    return created(
+        named(
+            Session,
+            project_id=me.project_id,
+            token=me,
+            external_id=body.external_id,
+            describes=lambda found: (found.title, found.agent) == (body.title, agent_name),
+            create=lambda: (
+                open_session(
+                    project=me.project, owner=me.owner, agent=agent_name, title=body.title, token=me
+                ),
+                True,
+            ),
         ),
+        s.SessionOut.of,
     )
 
 
-@router.post("/runs", response={201: s.RunOut, **PROBLEMS}, tags=["runs"])
+@router.get("/sessions", response={200: list[s.SessionOut], **PROBLEMS}, tags=["runs"])
+def find_sessions(request, external_id: ExternalIdQuery):
+    """This token's session of that ``external_id``, if any: a list of 0 or 1."""
+    found = owned(Session, token(request)).filter(external_id=external_id)
+    return [s.SessionOut.of(session) for session in found.select_related("project", "owner")]
+
+
+@router.post("/runs", response={200: s.RunOut, 201: s.RunOut, **PROBLEMS}, tags=["runs"])
 def create_run(request, body: s.RunIn):
+    """Start a run in a session. With an ``external_id`` already naming one of this
+    token's runs with the same session, goal and retry_of: 200 with it."""
     session = own_session(request, body.session)
     retry_of = own_run(request, body.retry_of) if body.retry_of is not None else None
-    run = start_run(session=session, goal=body.goal, actor=agent(request), retry_of=retry_of)
-    return Status(201, s.RunOut.of(run))
+    return created(
+        named(
+            Run,
+            project_id=session.project_id,
+            token=token(request),
+            external_id=body.external_id,
+            describes=lambda found: (
+                (found.session_id, found.goal, found.retry_of_id)
+                == (session.pk, body.goal, body.retry_of)
+            ),
+            create=lambda: (
+                start_run(session=session, goal=body.goal, actor=agent(request), retry_of=retry_of),
+                True,
+            ),
+        ),
+        s.RunOut.of,
+    )
+
+
+@router.get("/runs", response={200: list[s.RunOut], **PROBLEMS}, tags=["runs"])
+def find_runs(request, external_id: ExternalIdQuery):
+    """This token's run of that ``external_id``, if any: a list of 0 or 1."""
+    return [s.RunOut.of(run) for run in owned(Run, token(request)).filter(external_id=external_id)]
 
 
 @router.get("/runs/{int:pk}", response={200: s.RunOut, **PROBLEMS}, tags=["runs"])
@@ -147,14 +212,34 @@ def add_message(request, pk: int, body: s.MessageIn):
 
 
 @router.get(
+    "/runs/{int:pk}/messages", response={200: list[s.MessageRead], **PROBLEMS}, tags=["runs"]
+)
+def messages(request, pk: int, after: int = 0, limit: int = 100):
+    """The run's messages in order, ``limit`` at a time after seq ``after``: the
+    conversation as the reviewers see it, the session owner's replies included."""
+    check_page(after, limit)
+    rows = Message.objects.filter(run=own_run(request, pk), seq__gt=after).order_by("seq")
+    return [
+        s.MessageRead(
+            seq=m.seq,
+            at=m.created_at,
+            kind=m.kind,
+            author=m.author,
+            author_kind=m.author_kind,
+            payload=m.payload,
+        )
+        for m in rows[:limit]
+    ]
+
+
+@router.get(
     "/runs/{int:pk}/checkpoints",
     response={200: list[s.CheckpointOut], **PROBLEMS},
     tags=["audit"],
 )
 def checkpoints(request, pk: int, after: int = 0, limit: int = 100):
     """The run's checkpoints in order, ``limit`` at a time after seq ``after``."""
-    if not 1 <= limit <= settings.OVERSIGHT_API_MAX_PAGE:
-        raise LimitExceeded("limit", f"between 1 and {settings.OVERSIGHT_API_MAX_PAGE}")
+    check_page(after, limit)
     rows = Checkpoint.objects.filter(run=own_run(request, pk), seq__gt=after).order_by("seq")
     return [
         s.CheckpointOut(
@@ -184,14 +269,13 @@ def checkpoints(request, pk: int, after: int = 0, limit: int = 100):
     tags=["operations"],
 )
 def propose(request, pk: int, body: s.ProposalIn):
-    """Propose an operation. A repeat with the same call_id and arguments answers 200
-    with the existing operation; other arguments, a stale base_version, or a closed
-    run answer 409."""
+    """Propose an operation. A repeat with the same call_id (or external_id) and
+    arguments answers 200 with the existing operation; other arguments, a stale
+    base_version, or a closed run answer 409. A registered action's arguments follow
+    its schema (``GET /actions``)."""
     check_size("arguments", body.arguments, max_bytes=settings.OVERSIGHT_API_MAX_ARGUMENTS_BYTES)
-    run = own_run(request, pk)
-    existed = run.operations.filter(call_id=body.call_id).exists()
-    operation = propose_operation(
-        run=run,
+    proposal = submit_proposal(
+        run=own_run(request, pk),
         call_id=body.call_id,
         action=body.action,
         arguments=body.arguments,
@@ -200,8 +284,30 @@ def propose(request, pk: int, body: s.ProposalIn):
         base_version=body.base_version,
         actor=agent(request),
         token=token(request),
+        external_id=body.external_id,
+        summary=body.summary,
+        rationale=body.rationale,
     )
-    return Status(200 if existed else 201, s.OperationOut.of(operation))
+    return created(proposal, s.OperationOut.of)
+
+
+@router.get("/operations", response={200: list[s.OperationOut], **PROBLEMS}, tags=["operations"])
+def find_operations(
+    request,
+    external_id: QueryText = "",
+    run: RowId | None = None,
+    call_id: QueryText = "",
+):
+    """This token's operation named ``external_id``, or of ``run`` and ``call_id``
+    (give one or the other): a list of 0 or 1."""
+    mine = owned(Operation, token(request))
+    if external_id and run is None and not call_id:
+        found = mine.filter(external_id=external_id)
+    elif run is not None and call_id and not external_id:
+        found = mine.filter(run_id=run, call_id=call_id)
+    else:
+        raise InvalidInput("external_id: give external_id, or run and call_id")
+    return [s.OperationOut.of(operation) for operation in found]
 
 
 @router.get(
@@ -214,26 +320,32 @@ def read_operation(request, pk: int, wait: int = 0, version: int | None = None):
     the operation changes from ``version`` (default: the version when asked), or after
     N seconds with the operation as it is. A wait beyond the concurrent waits allowed
     per token or in all is refused at once: 429, with ``Retry-After``."""
-    if not 0 <= wait <= settings.OVERSIGHT_API_MAX_WAIT_SECONDS:
-        raise LimitExceeded("wait", f"between 0 and {settings.OVERSIGHT_API_MAX_WAIT_SECONDS}")
     operation = own_operation(request, pk)
     expire_if_due(operation, db_now())
     known = operation.version if version is None else version
-    try:
-        with wait_slot(token(request).pk) if wait else nullcontext():
-            _until_changed(operation, known, time.monotonic() + wait)
-    except Busy as busy:
-        return too_many(busy)
-    return s.OperationOut.of(operation)
 
-
-def _until_changed(operation: Operation, known: int, deadline: float) -> None:
-    """Read ``operation`` again until its version is not ``known`` or the deadline."""
-    while True:
+    def changed() -> bool:
         operation.refresh_from_db()
-        if operation.version != known or time.monotonic() >= deadline:
-            return
-        time.sleep(0.1)
+        return operation.version != known
+
+    refusal = long_poll(token(request).pk, wait, changed)
+    return refusal or s.OperationOut.of(operation)
+
+
+@router.post(
+    "/operations/{int:pk}/withdraw",
+    response={200: s.OperationOut, **PROBLEMS},
+    tags=["operations"],
+)
+def withdraw(request, pk: int, body: s.WithdrawIn):
+    """Take back a proposal that has not fired: a proposed or approved operation is
+    cancelled, and the run's wait settles as after a decision. Already cancelled: 200
+    as it is. Claimed, executing or ended otherwise: 409 (the detail names its
+    status); wait for its outcome instead."""
+    operation = withdraw_operation(
+        operation=own_operation(request, pk), actor=agent(request), reason=body.reason
+    )
+    return s.OperationOut.of(operation)
 
 
 # --- operations the agent executes itself -----------------------------------------------

@@ -2,11 +2,38 @@
 checks are ``runs.jsonsafe``'s, shared with the reviewer's edit form; the strict parser
 here applies them to every request body before any endpoint sees it."""
 
+from typing import Annotated
+
+from ninja import Query
 from ninja.parser import Parser
+from pydantic import AfterValidator
 
-from runs.jsonsafe import LimitExceeded, Refused, check_body, check_size, parse
+from runs.jsonsafe import LimitExceeded, Refused, check_body, check_size, parse, string_problem
 
-__all__ = ["LimitExceeded", "Refused", "StrictParser", "check_size"]
+__all__ = [
+    "MAX_ROW_ID",
+    "LimitExceeded",
+    "QueryText",
+    "Refused",
+    "RowId",
+    "StrictParser",
+    "check_size",
+]
+
+# The largest id or seq a database column holds (a signed 64-bit integer).
+MAX_ROW_ID = 2**63 - 1
+
+
+def _storable(text: str) -> str:
+    if problem := string_problem(text):
+        raise ValueError(problem)
+    return text
+
+
+# Query parameters that reach a database filter: text both databases can compare
+# (no NUL, no lone surrogate), and ids within the column's range (422 otherwise).
+QueryText = Annotated[str, Query(max_length=200), AfterValidator(_storable)]
+RowId = Annotated[int, Query(ge=1, le=MAX_ROW_ID)]
 
 
 class StrictParser(Parser):

@@ -8,7 +8,7 @@ from pydantic import AfterValidator, Field
 
 from runs import machines
 from runs.errors import InvalidInput
-from runs.models import Decision, Operation, Run
+from runs.models import Decision, FeedEvent, Operation, Run, Session
 from runs.recovery import recovery_report
 from runs.services.artifacts import MEDIA_TYPE, MEDIA_TYPE_MAX
 
@@ -19,9 +19,22 @@ class Problem(Schema):
     field: str | None = Field(default=None, description="The request field at fault, if one.")
 
 
+EXTERNAL_ID = (
+    "Your own name for it (a framework's thread or interrupt id), unique in the project "
+    'for its kind; "" for none. Creating again with the same one answers 200 with the '
+    "existing object if the request describes the same thing, else 409 "
+    "external_id_conflict."
+)
+
+
+def external_id_field():
+    return Field(default="", max_length=200, description=EXTERNAL_ID)
+
+
 class SessionIn(Schema):
     title: str = Field(default="", max_length=300)
     agent: str = Field(default="", max_length=200, description="Default: the token's name.")
+    external_id: str = external_id_field()
 
 
 class SessionOut(Schema):
@@ -30,12 +43,25 @@ class SessionOut(Schema):
     agent: str
     title: str
     owner: str
+    external_id: str
+
+    @staticmethod
+    def of(session: Session) -> "SessionOut":
+        return SessionOut(
+            id=session.pk,
+            project=session.project.slug,
+            agent=session.agent,
+            title=session.title,
+            owner=session.owner.get_username(),
+            external_id=session.external_id,
+        )
 
 
 class RunIn(Schema):
     session: int
     goal: str = Field(min_length=1, max_length=20_000)
     retry_of: int | None = None
+    external_id: str = external_id_field()
 
 
 class FinishIn(Schema):
@@ -59,6 +85,15 @@ class MessageOut(Schema):
     run_version: int
 
 
+class MessageRead(Schema):
+    seq: int
+    at: datetime
+    kind: str
+    author: str
+    author_kind: str = Field(description="agent, user (a person), worker or policy.")
+    payload: dict[str, Any]
+
+
 class ProposalIn(Schema):
     call_id: str = Field(min_length=1, max_length=200)
     action: str = Field(min_length=1, max_length=100)
@@ -66,6 +101,17 @@ class ProposalIn(Schema):
     risk: Literal["low", "medium", "high"] = "medium"
     rollback_kind: Literal["in_band", "compensating", "out_of_band", "none"]
     base_version: int = Field(ge=0, description="The run version this proposal is based on.")
+    external_id: str = external_id_field()
+    summary: str = Field(
+        default="", max_length=300, description="What it does, in a line, for the reviewer."
+    )
+    rationale: str = Field(
+        default="", max_length=20_000, description="Why it is needed: the model's reasoning."
+    )
+
+
+class WithdrawIn(Schema):
+    reason: str = Field(default="", max_length=4000)
 
 
 class DecisionOut(Schema):
@@ -97,6 +143,13 @@ class OperationOut(Schema):
     status: str
     status_reason: str
     result: Any = None
+    output: Any = Field(
+        default=None,
+        description="The committed effect's output, whoever executed it (null until committed).",
+    )
+    external_id: str
+    summary: str
+    rationale: str
     idempotency_key: str
     required_approvals: int
     decisions: list[DecisionOut]
@@ -126,7 +179,16 @@ class OperationOut(Schema):
                 expires_at=operation.lease_expires_at,
             ),
             run_version=Run.objects.values_list("version", flat=True).get(pk=operation.run_id),
+            output=committed_output(operation),
         )
+
+
+def committed_output(operation: Operation) -> Any:
+    """What the effect returned (a worker's ``execute``, the agent's report): the same
+    shape for both executors, kept for a repeated call and for recovery."""
+    if operation.status != Operation.Status.COMMITTED or not isinstance(operation.result, dict):
+        return None
+    return operation.result.get("output")
 
 
 OPERATION_FIELDS = [
@@ -143,6 +205,9 @@ OPERATION_FIELDS = [
     "status",
     "status_reason",
     "result",
+    "external_id",
+    "summary",
+    "rationale",
     "idempotency_key",
     "required_approvals",
     "version",
@@ -159,6 +224,7 @@ class RecoveryOut(Schema):
 class RunOut(Schema):
     id: int
     session: int
+    external_id: str
     goal: str
     status: str
     reason: str
@@ -177,6 +243,7 @@ class RunOut(Schema):
         return RunOut(
             id=run.pk,
             session=run.session_id,
+            external_id=run.external_id,
             goal=run.goal,
             status=run.status,
             reason=run.reason,
@@ -208,6 +275,62 @@ class CheckpointOut(Schema):
     state: dict[str, Any]
     hash: str
     prev_hash: str
+
+
+class EventOut(Schema):
+    """A checkpoint of one of the token's runs, as its feed shows it."""
+
+    seq: int = Field(description="The event's place in this token's feed: 1, 2, 3…")
+    at: datetime
+    run: int
+    run_external_id: str
+    event: str = Field(description="run.status, operation.status, request.status, …")
+    from_status: str
+    to_status: str
+    reason: str
+    actor_kind: str
+    actor: str
+    operation: int | None
+    call_id: str | None
+    operation_external_id: str | None
+    request: int | None
+    request_external_id: str | None
+
+    @staticmethod
+    def of(entry: FeedEvent) -> "EventOut":
+        c = entry.checkpoint
+        op, req = c.operation, c.request
+        return EventOut(
+            seq=entry.seq,
+            at=c.created_at,
+            run=c.run_id,
+            run_external_id=c.run.external_id,
+            event=c.event,
+            from_status=c.from_status,
+            to_status=c.to_status,
+            reason=c.reason,
+            actor_kind=c.actor_kind,
+            actor=c.actor_label,
+            operation=c.operation_id,
+            call_id=op.call_id if op else None,
+            operation_external_id=op.external_id if op else None,
+            request=c.request_id,
+            request_external_id=req.external_id if req else None,
+        )
+
+
+class EventsOut(Schema):
+    events: list[EventOut]
+    cursor: int = Field(description="Send it as ``after`` next: the last seq returned.")
+
+
+class ActionOut(Schema):
+    name: str
+    description: str
+    executor: Literal["server"]
+    rollback_kinds: list[str] = Field(description="What rollback_kind a proposal may give.")
+    arguments_schema: dict[str, Any] = Field(description="The JSON Schema of its arguments.")
+    precondition: str = Field(description="What is checked on the target before it fires.")
 
 
 class ArtifactIn(Schema):

@@ -1,4 +1,4 @@
-"""A cap on concurrent long-polls (``GET /operations/<id>?wait=N``), per token and in
+"""Long-polls, and a cap on concurrent ones (``GET …?wait=N``), per token and in
 all, so that waiting agents cannot take every server thread and database connection
 from the reviewers' pages. A wait beyond a cap is refused at once with a 429 and a
 ``Retry-After``; a read without ``wait`` is never counted.
@@ -15,18 +15,42 @@ allow their own ``OVERSIGHT_API_MAX_WAITS``.
 
 import fcntl
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
 from django.http import JsonResponse
 
+from runs.api.limits import LimitExceeded
+
 RETRY_AFTER_SECONDS = 5
+POLL_INTERVAL = 0.1
 
 
 class Busy(Exception):
     """Every slot of a cap is held."""
+
+
+def long_poll(token_pk: int, wait: int, changed: Callable[[], bool]) -> JsonResponse | None:
+    """Ask ``changed()`` every ``POLL_INTERVAL`` until it says yes or ``wait`` seconds
+    (bounded by ``OVERSIGHT_API_MAX_WAIT_SECONDS``) have passed, holding a wait slot
+    of the token's meanwhile. Returns the 429 to answer if no slot is free, else None.
+    ``changed`` reads the database again each time it is asked, at least once."""
+    if not 0 <= wait <= settings.OVERSIGHT_API_MAX_WAIT_SECONDS:
+        raise LimitExceeded("wait", f"between 0 and {settings.OVERSIGHT_API_MAX_WAIT_SECONDS}")
+    if not wait:
+        changed()  # One read: the answer is what is there now.
+        return None
+    deadline = time.monotonic() + wait
+    try:
+        with wait_slot(token_pk):
+            while not changed() and time.monotonic() < deadline:
+                time.sleep(POLL_INTERVAL)
+    except Busy as busy:
+        return too_many(busy)
+    return None
 
 
 @contextmanager

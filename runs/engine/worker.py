@@ -23,6 +23,7 @@ from runs.engine.notifications import notify_reviewers
 from runs.engine.sweeper import sweep_agent_operations
 from runs.errors import StaleVersion
 from runs.services.decisions import expire_due_operations
+from runs.services.requests import expire_due_requests
 
 log = logging.getLogger(__name__)
 HOUSEKEEPING_EVERY_SECONDS = 60
@@ -54,13 +55,14 @@ class Worker:
         return True
 
     def housekeeping(self) -> bool:
-        """Expire what is overdue, settle abandoned agent operations, deliver due alerts,
-        and once a minute notify reviewers, clear killed writers' temporary files and
-        delete expired API replies. A failure here (a database busy past its timeout) is
-        logged, and the step goes on."""
+        """Expire what is overdue (proposals, approvals, human requests), settle abandoned
+        agent operations, deliver due alerts, and once a minute notify reviewers, clear
+        killed writers' temporary files and delete expired API replies. A failure here (a
+        database busy past its timeout) is logged, and the step goes on."""
         try:
             now = db_now()  # What is due; a claim reads the clock again for its lease.
             did_work = expire_due_operations(now) > 0
+            did_work |= expire_due_requests(now) > 0
             did_work |= sweep_agent_operations(now) > 0
             did_work |= deliver_due(now) > 0
             if time.monotonic() >= self.next_housekeeping:

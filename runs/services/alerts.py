@@ -14,7 +14,7 @@ from runs.actors import Actor
 from runs.errors import InvalidInput
 from runs.models import Alert, AlertDelivery, Operation, Role, Run
 from runs.permissions import require_project_perm
-from runs.services.runs import AWAITING_DECISION
+from runs.services.runs import awaited
 from runs.transitions import lock_run, transition_alert, transition_operation, transition_run
 
 
@@ -112,15 +112,16 @@ def resolve_alert(*, alert: Alert, user, note: str) -> Alert:
 
 
 def release_run(run: Run, actor: Actor) -> None:
-    """End a reconciliation halt: back to waiting for approval if proposals still
-    await a decision, otherwise back to the queue."""
-    if run.operations.filter(status=Operation.Status.PROPOSED).exists():
+    """End a reconciliation halt: back to waiting for what still waits for a person
+    (answers to open requests, decisions on proposals), otherwise back to the queue."""
+    if waits := awaited(run):
+        reason, unblock = waits
         transition_run(
             run=run,
             to=Run.Status.WAITING,
             actor=actor,
-            reason=Run.Reason.APPROVAL,
-            unblock=AWAITING_DECISION,
+            reason=reason,
+            unblock=unblock,
             detail={"released": "alerts resolved"},
         )
     else:

@@ -16,7 +16,7 @@ from runs.actors import Actor
 from runs.canonical import json_hash
 from runs.clock import db_now
 from runs.errors import ArgumentsChanged, DecisionRefused, InvalidInput, OperationExpired
-from runs.models import Decision, Operation
+from runs.models import Decision, HumanRequest, Operation
 from runs.permissions import require_project_perm
 from runs.policies import requirement_after_edit, stricter
 from runs.services.runs import require_open, settle_wait
@@ -81,14 +81,18 @@ def _record_decision(operation, reviewer, kind, arguments_hash, comment, argumen
     return decision
 
 
-def own_interest(operation: Operation, reviewer) -> str | None:
-    """Why ``reviewer`` may not decide on ``operation`` (four eyes), if so: they own its
-    run, or the agent token that proposed it acts for them, whoever owns the run."""
-    if operation.run.session.owner_id == reviewer.pk:
+def own_interest(item: Operation | HumanRequest, reviewer) -> str | None:
+    """Why ``reviewer`` may not decide on ``item`` (four eyes), if so: they own its run,
+    or the agent token that proposed the operation (asked the request) acts for them,
+    whoever owns the run. One rule for operations and human requests."""
+    if item.run.session.owner_id == reviewer.pk:
         return "you own this run, so someone else must decide on it"
-    proposer = operation.proposed_by_token
-    if proposer is not None and proposer.owner_id == reviewer.pk:
-        return "you own the agent token that proposed this, so someone else must decide on it"
+    if isinstance(item, HumanRequest):
+        token, did = item.asked_by_token, "asked"
+    else:
+        token, did = item.proposed_by_token, "proposed"
+    if token is not None and token.owner_id == reviewer.pk:
+        return f"you own the agent token that {did} this, so someone else must decide on it"
     return None
 
 

@@ -9,16 +9,37 @@ from runs.actions.registry import check_proposal
 from runs.actors import Actor
 from runs.canonical import json_hash
 from runs.clock import db_now
-from runs.errors import ConflictingProposal, InvalidInput, RunNotAccepting, StaleVersion
+from runs.errors import (
+    ConflictingProposal,
+    ExternalIdConflict,
+    IllegalTransition,
+    InvalidInput,
+    RunNotAccepting,
+    StaleVersion,
+)
 from runs.models import AgentToken, Decision, Operation, Run
 from runs.policies import Requirement, requirement_for
-from runs.services.runs import AWAITING_DECISION, activate, paused_by_alert, require_open
+from runs.services.decisions import expire_if_due
+from runs.services.identity import named
+from runs.services.runs import (
+    AWAITING_DECISION,
+    activate,
+    paused_by_alert,
+    require_open,
+    settle_wait,
+)
 from runs.transitions import (
     lock_run,
     record_operation_proposed,
     transition_operation,
     transition_run,
 )
+
+# What a proposal may say about itself, in the agent's words (``Operation`` fields).
+SUMMARY_MAX = 300
+RATIONALE_MAX = 20_000
+# What an agent may withdraw: nothing has fired, nor will.
+WITHDRAWABLE = (Operation.Status.PROPOSED, Operation.Status.APPROVED)
 
 
 def _validate(call_id: str, action: str, arguments, risk: str, rollback_kind: str) -> None:
@@ -34,8 +55,12 @@ def _validate(call_id: str, action: str, arguments, risk: str, rollback_kind: st
         raise InvalidInput(f"rollback_kind: one of {', '.join(Operation.RollbackKind.values)}")
 
 
-@transaction.atomic
-def propose_operation(
+def propose_operation(**proposal) -> Operation:
+    """``submit_proposal``'s operation, new or not."""
+    return submit_proposal(**proposal)[0]
+
+
+def submit_proposal(
     *,
     run: Run,
     call_id: str,
@@ -47,58 +72,100 @@ def propose_operation(
     actor: Actor,
     token: AgentToken | None = None,
     now: datetime | None = None,
-) -> Operation:
-    """Propose an operation, idempotent on ``call_id``: the same call with the same
-    arguments returns the existing operation, whatever happened since; other arguments
-    are refused. A new proposal must be based on the run's current version. A
-    registered action's arguments must fit its schema and its rollback kind; Oversight's
-    workers execute it. Any other action is executed by the agent itself. The project's
-    approval policies set the risk (never below the agent's ``risk``, which is kept as
-    ``proposed_risk``) and the approvals required (``runs.policies``)."""
+    external_id: str = "",
+    summary: str = "",
+    rationale: str = "",
+) -> tuple[Operation, bool]:
+    """Propose an operation, idempotent on ``call_id`` and on ``external_id`` (see
+    ``runs.services.identity``): the same call with the same arguments returns the
+    existing operation, whatever happened since; other arguments are refused. Returns
+    the operation and whether it is new. A new proposal must be based on the run's
+    current version. A registered action's arguments must fit its schema and its
+    rollback kind; Oversight's workers execute it. Any other action is executed by the
+    agent itself. The project's approval policies set the risk (never below the
+    agent's ``risk``, which is kept as ``proposed_risk``) and the approvals required
+    (``runs.policies``). ``summary`` and ``rationale`` are the agent's own words on
+    why, shown to reviewers."""
     _validate(call_id, action, arguments, risk, rollback_kind)
+    for field, text, most in (
+        ("summary", summary, SUMMARY_MAX),
+        ("rationale", rationale, RATIONALE_MAX),
+    ):
+        if len(text) > most:
+            raise InvalidInput(f"{field}: at most {most} characters")
     executor = check_proposal(action, arguments, rollback_kind)
     arguments_hash = json_hash(arguments)
-    current = lock_run(run.pk)
-    existing = current.operations.filter(call_id=call_id).first()
-    if existing is not None:
-        if existing.action == action and json_hash(existing.proposed_arguments) == arguments_hash:
-            return existing
-        raise ConflictingProposal(
-            f"call_id {call_id!r} was already proposed in run {current.pk} "
-            "with other arguments; use a new call_id"
+
+    def describes(existing: Operation) -> bool:
+        return (existing.run_id, existing.call_id, existing.action) == (
+            run.pk,
+            call_id,
+            action,
+        ) and json_hash(existing.proposed_arguments) == arguments_hash
+
+    def create() -> tuple[Operation, bool]:
+        return _propose(
+            run,
+            Operation(
+                call_id=call_id,
+                external_id=external_id,
+                action=action,
+                proposed_arguments=arguments,
+                arguments=arguments,
+                arguments_hash=arguments_hash,
+                proposed_risk=risk,
+                rollback_kind=rollback_kind,
+                executor=executor,
+                base_version=base_version,
+                proposed_by_token=token,
+                summary=summary,
+                rationale=rationale,
+            ),
+            actor,
+            now,
         )
+
+    return named(
+        Operation,
+        project_id=run.project_id,
+        token=token,
+        external_id=external_id,
+        describes=describes,
+        create=create,
+    )
+
+
+@transaction.atomic
+def _propose(
+    run: Run, operation: Operation, actor: Actor, now: datetime | None
+) -> tuple[Operation, bool]:
+    """Create ``operation`` (its fields from the agent) in ``run``, or return the run's
+    operation of the same call."""
+    current = lock_run(run.pk)
+    existing = current.operations.filter(call_id=operation.call_id).first()
+    if existing is not None:
+        return _same_call(existing, operation), False
     require_open(current)
     if current.status == Run.Status.WAITING and current.reason != Run.Reason.APPROVAL:
         raise RunNotAccepting(f"run {current.pk} is waiting ({current.reason}): {current.unblock}")
     if refusal := paused_by_alert(current):
         raise refusal
-    if base_version != current.version:
+    if operation.base_version != current.version:
         raise StaleVersion(
-            f"proposal based on version {base_version}, but run {current.pk} is at "
+            f"proposal based on version {operation.base_version}, but run {current.pk} is at "
             f"version {current.version}: read the run again and re-decide"
         )
     now = now or db_now()
-    needed = requirement_for(current.project, action, arguments, risk)
-    activate(current, actor)
-    operation = Operation.objects.create(
-        run=current,
-        project_id=current.project_id,
-        call_id=call_id,
-        action=action,
-        proposed_arguments=arguments,
-        arguments=arguments,
-        arguments_hash=arguments_hash,
-        idempotency_key=uuid.uuid4().hex,
-        risk=needed.risk,
-        proposed_risk=risk,
-        approval_rule=needed.rule,
-        rollback_kind=rollback_kind,
-        executor=executor,
-        required_approvals=needed.approvals,
-        base_version=base_version,
-        expires_at=now + needed.decision_timeout,
-        proposed_by_token=token,
+    needed = requirement_for(
+        current.project, operation.action, operation.arguments, operation.proposed_risk
     )
+    activate(current, actor)
+    operation.run, operation.project_id = current, current.project_id
+    operation.idempotency_key = uuid.uuid4().hex
+    operation.risk, operation.approval_rule = needed.risk, needed.rule
+    operation.required_approvals = needed.approvals
+    operation.expires_at = now + needed.decision_timeout
+    operation.save(force_insert=True)
     record_operation_proposed(operation=operation, actor=actor)
     if operation.required_approvals == 0:
         _auto_approve(operation, needed, now)
@@ -110,7 +177,24 @@ def propose_operation(
             reason=Run.Reason.APPROVAL,
             unblock=AWAITING_DECISION,
         )
-    return operation
+    return operation, True
+
+
+def _same_call(existing: Operation, proposal: Operation) -> Operation:
+    """The run's operation of ``proposal``'s call_id, if it is the same proposal: the
+    same action and arguments, and no other external_id given."""
+    same = json_hash(existing.proposed_arguments) == proposal.arguments_hash
+    if existing.action != proposal.action or not same:
+        raise ConflictingProposal(
+            f"call_id {proposal.call_id!r} was already proposed in run {existing.run_id} "
+            "with other arguments; use a new call_id"
+        )
+    if proposal.external_id and existing.external_id != proposal.external_id:
+        raise ExternalIdConflict(
+            f"external_id: call_id {proposal.call_id!r} was already proposed in run "
+            f"{existing.run_id} as {existing.external_id or 'no external_id'}"
+        )
+    return existing
 
 
 def _auto_approve(operation: Operation, needed: Requirement, now: datetime) -> None:
@@ -131,3 +215,31 @@ def _auto_approve(operation: Operation, needed: Requirement, now: datetime) -> N
         changes={"approved_at": now, "approval_expires_at": now + needed.approval_ttl},
         detail={"decision": {"id": decision.pk, "kind": decision.kind, "by": f"policy:{label}"}},
     )
+
+
+@transaction.atomic
+def withdraw_operation(*, operation: Operation, actor: Actor, reason: str = "") -> Operation:
+    """The agent takes back its proposal before anything fired: a proposed or approved
+    operation is cancelled (a cancelled one is answered as it is), and the run's wait
+    settles as after a decision. Once claimed, executed or ended otherwise, it is too
+    late (``IllegalTransition``, naming the status)."""
+    expire_if_due(operation, db_now())
+    run = lock_run(operation.run_id)
+    operation.refresh_from_db()
+    if operation.status == Operation.Status.CANCELLED:
+        return operation
+    if operation.status not in WITHDRAWABLE:
+        raise IllegalTransition(
+            f"operation {operation.pk} is {operation.status}: only a proposed or approved "
+            "operation can be withdrawn"
+        )
+    why = reason or "withdrawn by the agent"
+    transition_operation(
+        operation=operation,
+        to=Operation.Status.CANCELLED,
+        actor=actor,
+        reason=why,
+        changes={"status_reason": why, "result": {"cancelled": why}},
+    )
+    settle_wait(run, actor)
+    return operation

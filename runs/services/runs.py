@@ -6,12 +6,31 @@ from django.db.models import Max
 
 from runs.actors import Actor, ActorKind
 from runs.errors import InvalidInput, RunClosed, RunNotAccepting, StaleVersion
-from runs.models import AgentToken, Alert, Message, Operation, Project, Run, Session
+from runs.models import (
+    AgentToken,
+    Alert,
+    HumanRequest,
+    Message,
+    Operation,
+    Project,
+    Run,
+    Session,
+)
 from runs.payloads import CURRENT_VERSION, MessageKind
 from runs.permissions import require_project_perm
-from runs.transitions import lock_run, record_run_created, transition_operation, transition_run
+from runs.transitions import (
+    lock_run,
+    record_run_created,
+    transition_operation,
+    transition_request,
+    transition_run,
+)
 
 AWAITING_DECISION = "a reviewer's decision on every proposed operation"
+# What ends a ``request_input`` wait: the session owner's message, not a reviewer.
+OWNER_REPLY = "a reply from the session owner"
+# How many open requests the run's ``unblock`` names before "and N more".
+NAMED_REQUESTS = 5
 # Operations whose effect has not fired and never will once their run closes.
 NOT_YET_EXECUTED = (Operation.Status.PROPOSED, Operation.Status.APPROVED)
 # Oversight's own voice: system messages are written by its workers and policies only.
@@ -133,7 +152,7 @@ def append_message(
     if (
         actor.kind == ActorKind.USER
         and current.status == Run.Status.WAITING
-        and current.reason == Run.Reason.NEEDS_INPUT
+        and current.unblock == OWNER_REPLY
     ):
         transition_run(run=current, to=Run.Status.QUEUED, actor=actor, reason="input received")
     return message
@@ -150,7 +169,7 @@ def request_input(*, run: Run, question: str, actor: Actor) -> Message:
         to=Run.Status.WAITING,
         actor=actor,
         reason=Run.Reason.NEEDS_INPUT,
-        unblock="a reply from the session owner",
+        unblock=OWNER_REPLY,
     )
     return message
 
@@ -191,6 +210,7 @@ def finish_run(
             "(or report it and its rollback)"
         )
     cancel_open_operations(current, actor, f"run finished {status}")
+    cancel_open_requests(current, actor, f"run finished {status}")
     if status != Run.Status.FAILED and current.status == Run.Status.WAITING:
         settle_wait(current, actor)
     activate(current, actor)
@@ -213,6 +233,7 @@ def cancel_run(*, run: Run, actor: Actor, reason: str) -> Run:
         raise RunClosed(f"run {current.pk} already ended {current.status}")
     if current.status != Run.Status.CANCELLED:
         cancel_open_operations(current, actor, reason)
+        cancel_open_requests(current, actor, reason)
         transition_run(run=current, to=Run.Status.CANCELLED, actor=actor, outcome=reason)
     run.refresh_from_db()
     return run
@@ -229,13 +250,67 @@ def cancel_open_operations(run: Run, actor: Actor, reason: str) -> None:
         )
 
 
-def settle_wait(run: Run, actor: Actor) -> None:
-    """A run waiting for approval goes back to the queue once nothing awaits a decision."""
-    if (
-        run.status == Run.Status.WAITING
-        and run.reason == Run.Reason.APPROVAL
-        and not run.operations.filter(status=Operation.Status.PROPOSED).exists()
-    ):
-        transition_run(
-            run=run, to=Run.Status.QUEUED, actor=actor, reason="every proposal has a decision"
+def cancel_open_requests(run: Run, actor: Actor, reason: str) -> None:
+    """Nobody answers a request of a run that ended: each open one is cancelled."""
+    for request in run.requests.filter(status=HumanRequest.Status.OPEN).order_by("pk"):
+        transition_request(
+            request=request, to=HumanRequest.Status.CANCELLED, actor=actor, reason=reason
         )
+
+
+def awaiting_answers(request_ids: list[int]) -> str:
+    """What unblocks a run waiting for answers: ``an answer to request 7``."""
+    if len(request_ids) == 1:
+        return f"an answer to request {request_ids[0]}"
+    named = ", ".join(str(pk) for pk in request_ids[:NAMED_REQUESTS])
+    more = len(request_ids) - NAMED_REQUESTS
+    return f"answers to requests {named}" + (f" and {more} more" if more > 0 else "")
+
+
+def settle_wait(run: Run, actor: Actor) -> None:
+    """Make the locked ``run``'s wait match what still waits for a person: open human
+    requests first (needs_input, naming them), then proposals (approval); when nothing
+    does, the run goes back to the queue. A run waiting for anything else is left
+    alone: reconciliation, or the owner's reply to ``request_input``."""
+    if run.status != Run.Status.WAITING or run.reason not in (
+        Run.Reason.APPROVAL,
+        Run.Reason.NEEDS_INPUT,
+    ):
+        return
+    if run.unblock == OWNER_REPLY:
+        return
+    if waits := awaited(run):
+        wait_for(run, *waits, actor)
+    else:
+        why = (
+            "every request has an answer"
+            if run.reason == Run.Reason.NEEDS_INPUT
+            else "every proposal has a decision"
+        )
+        transition_run(run=run, to=Run.Status.QUEUED, actor=actor, reason=why)
+
+
+def awaited(run: Run) -> tuple[str, str] | None:
+    """What on ``run`` still waits for a person, as a wait reason and what unblocks
+    it: open human requests first (needs_input), then proposals (approval); None if
+    nothing does."""
+    if open_ids := open_request_ids(run):
+        return Run.Reason.NEEDS_INPUT, awaiting_answers(open_ids)
+    if run.operations.filter(status=Operation.Status.PROPOSED).exists():
+        return Run.Reason.APPROVAL, AWAITING_DECISION
+    return None
+
+
+def open_request_ids(run: Run) -> list[int]:
+    return list(
+        run.requests.filter(status=HumanRequest.Status.OPEN)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+
+
+def wait_for(run: Run, reason: str, unblock: str, actor: Actor) -> None:
+    """Have the locked ``run`` wait for ``reason`` (``unblock`` ending it), unless it
+    already does: a checkpoint only when something changes."""
+    if (run.status, run.reason, run.unblock) != (Run.Status.WAITING, reason, unblock):
+        transition_run(run=run, to=Run.Status.WAITING, actor=actor, reason=reason, unblock=unblock)

@@ -9,7 +9,15 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
-from runs.models import Alert, Checkpoint, CheckpointArtifact, Operation, Project, Run
+from runs.models import (
+    Alert,
+    Checkpoint,
+    CheckpointArtifact,
+    HumanRequest,
+    Operation,
+    Project,
+    Run,
+)
 from runs.permissions import has_project_perm, projects_with_perm
 
 MEMBER = "view_run"
@@ -35,6 +43,13 @@ def _load(queryset: QuerySet, user, pk: int, perm: str | None, project: str = "p
 def load_operation(user, pk: int, perm: str | None = None) -> Operation:
     queryset = Operation.objects.select_related(
         "project", "run__session__owner", "run__session__token"
+    )
+    return _load(queryset, user, pk, perm)
+
+
+def load_request(user, pk: int, perm: str | None = None) -> HumanRequest:
+    queryset = HumanRequest.objects.select_related(
+        "project", "run__session__owner", "run__session__token", "asked_by_token", "answered_by"
     )
     return _load(queryset, user, pk, perm)
 

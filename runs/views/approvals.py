@@ -9,7 +9,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from runs.context_processors import pending_for
+from runs.context_processors import open_requests_for, pending_for
 from runs.forms import QueueFilter
 from runs.models import Decision
 from runs.permissions import projects_with_perm
@@ -31,15 +31,18 @@ _approvals_counted = (
 
 @require_GET
 def queue(request: HttpRequest) -> HttpResponse:
-    """The live queue of operations waiting for a decision, oldest first. htmx polls it
-    with the version it shows; an unchanged queue answers 204 and nothing is swapped."""
+    """The live queue of what waits for a decision, oldest first: operations, and human
+    requests (questions and sign-offs). htmx polls it with the version it shows; an
+    unchanged queue answers 204 and nothing is swapped."""
     projects = projects_with_perm(request.user, "decide_operation")
     if not projects.exists():
         raise PermissionDenied("You are not a reviewer in any project.")
     filters = QueueFilter(request.GET, projects=projects)
     pending = _filtered(pending_for(request.user), filters)
+    asking = _filtered_requests(open_requests_for(request.user), filters)
     summary = pending.aggregate(count=Count("pk"), latest=Max("updated_at"))
-    version = f"{summary['count']}-{summary['latest'].timestamp() if summary['latest'] else 0}"
+    asked = asking.aggregate(count=Count("pk"), latest=Max("updated_at"))
+    version = f"{_version(summary)}/{_version(asked)}"
     if request.htmx and request.GET.get("since") == version:
         return HttpResponse(status=204)
     now = timezone.now()
@@ -48,6 +51,7 @@ def queue(request: HttpRequest) -> HttpResponse:
         .annotate(approvals=Coalesce(Subquery(_approvals_counted), 0))
         .order_by("created_at", "pk")
     )
+    requests = asking.select_related("run__session__token", "project", "asked_by_token")
     sla = timedelta(minutes=settings.OVERSIGHT_REVIEW_SLA_MINUTES)
     query = request.GET.copy()
     query.pop("since", None)
@@ -65,12 +69,39 @@ def queue(request: HttpRequest) -> HttpResponse:
             )
             for op in rows
         ],
+        # The same for each open request.
+        "request_rows": [
+            (
+                human,
+                now - human.created_at > sla,
+                human.expires_at - now < EXPIRING_SOON,
+                own_interest(human, request.user),
+            )
+            for human in requests.order_by("created_at", "pk")
+        ],
         "count": summary["count"],
+        "request_count": asked["count"],
+        "total": summary["count"] + asked["count"],
         "version": version,
         "sla_minutes": settings.OVERSIGHT_REVIEW_SLA_MINUTES,
     }
     template = "runs/approvals.html#queue" if request.htmx else "runs/approvals.html"
     return render(request, template, context)
+
+
+def _version(summary: dict) -> str:
+    latest = summary["latest"]
+    return f"{summary['count']}-{latest.timestamp() if latest else 0}"
+
+
+def _filtered_requests(requests, filters: QueueFilter):
+    """Requests have a project, but no action or risk: filtering by those hides them."""
+    if not filters.is_valid():
+        return requests
+    data = filters.cleaned_data
+    if data["action"] or data["risk"]:
+        return requests.none()
+    return requests.filter(project__slug=data["project"]) if data["project"] else requests
 
 
 def _filtered(pending, filters: QueueFilter):

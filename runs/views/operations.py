@@ -93,7 +93,7 @@ def _forms(operation: Operation, bound: DecisionForm | None) -> dict[str, Decisi
     for kind in DECISION_KINDS:
         initial = {"kind": kind, "arguments_hash": operation.arguments_hash}
         if kind == Decision.Kind.EDIT:
-            initial["arguments"] = _pretty(operation.arguments)
+            initial["arguments"] = pretty_json(operation.arguments)
         forms[kind] = DecisionForm(initial=initial, operation=operation, auto_id=_auto_id(kind))
     if bound is not None and bound.data.get("kind") in forms:
         forms[bound.data["kind"]] = bound
@@ -108,7 +108,7 @@ def _folded(arguments: dict) -> list[dict]:
     fold away, so the page stays readable and nothing is hidden."""
     rows = []
     for key, value in sorted(arguments.items()):
-        text = _pretty(value)
+        text = pretty_json(value)
         long = len(text) > FOLD_CHARS or text.count("\n") > 12
         rows.append(
             {"key": key, "text": text, "summary": text[:80].replace("\n", " ") if long else ""}
@@ -142,7 +142,7 @@ def _confirmation(kind: str, operation: Operation) -> str:
     )
 
 
-def _pretty(value) -> str:
+def pretty_json(value) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
 
 
@@ -151,7 +151,7 @@ def _diff(before: dict, after: dict) -> list[tuple[str, str]]:
     if before == after:
         return []
     lines = difflib.unified_diff(
-        _pretty(before).splitlines(), _pretty(after).splitlines(), lineterm="", n=2
+        pretty_json(before).splitlines(), pretty_json(after).splitlines(), lineterm="", n=2
     )
     return [(line[0], line[1:]) for line in list(lines)[2:] if not line.startswith("@@")]
 

@@ -76,6 +76,7 @@ def _run_context(request, run: Run, cancel_form: ReasonForm | None = None) -> di
     return {
         "run": run,
         "operations": operations,
+        "requests": run.requests.select_related("answered_by").order_by("pk"),
         "timeline": timeline,
         "artifacts": CheckpointArtifact.objects.filter(checkpoint__run=run)
         .select_related("artifact", "checkpoint")

@@ -1,0 +1,89 @@
+"""What goes in and out of the human-request endpoints. Field names are the API's
+contract; the limits are the service's (``runs.services.requests``)."""
+
+from datetime import datetime
+from typing import Any, Literal
+
+from ninja import Schema
+from pydantic import Field
+
+from runs.models import HumanRequest, Run
+from runs.services import requests as service
+
+
+class RequestIn(Schema):
+    prompt: str = Field(min_length=1, max_length=service.PROMPT_CHARS)
+    context: str = Field(
+        default="",
+        max_length=service.CONTEXT_CHARS,
+        description="Markdown shown to reviewers, escaped (a safe subset is rendered).",
+    )
+    answer_schema: dict[str, Any] | None = Field(
+        default=None,
+        description="A JSON Schema the answer's data must be valid against; $ref only "
+        "within the schema. Not with choices.",
+    )
+    choices: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=service.CHOICES_MAX,
+        description="Distinct strings of 1 to 200 characters: the reviewer picks one.",
+    )
+    external_id: str = Field(default="", max_length=service.EXTERNAL_ID_CHARS)
+    expires_in: int | None = Field(
+        default=None,
+        ge=service.EXPIRES_IN_MIN,
+        le=service.EXPIRES_IN_MAX,
+        description="Seconds to answer. Default: the project's decision timeout.",
+    )
+
+
+class AnswerOut(Schema):
+    kind: Literal["approve", "reject", "answer", "choose"]
+    by: str = Field(description="The reviewer's username.")
+    at: datetime
+    comment: str
+    data: Any = Field(
+        default=None,
+        description="The data for answer, the chosen string for choose, null otherwise.",
+    )
+
+
+class RequestOut(Schema):
+    id: int
+    run: int
+    external_id: str
+    prompt: str
+    context: str
+    answer_schema: dict[str, Any] | None
+    choices: list[str] | None
+    status: Literal["open", "answered", "rejected", "expired", "cancelled"]
+    answer: AnswerOut | None
+    version: int
+    expires_at: datetime
+    created_at: datetime
+    run_version: int
+
+    @staticmethod
+    def of(request: HumanRequest) -> "RequestOut":
+        answer = service.describe_answer(request)
+        return RequestOut(
+            **{field: getattr(request, field) for field in FIELDS},
+            run=request.run_id,
+            answer=AnswerOut(**answer) if answer else None,
+            run_version=Run.objects.values_list("version", flat=True).get(pk=request.run_id),
+        )
+
+
+FIELDS = [
+    "id",
+    "external_id",
+    "prompt",
+    "context",
+    "answer_schema",
+    "choices",
+    "status",
+    "version",
+    "expires_at",
+    "created_at",
+]

@@ -1,0 +1,345 @@
+"""Human requests: a question or a sign-off an agent asks of people, which Oversight
+does not execute. Asking makes the run wait (needs_input); a reviewer answers it
+(approve, reject with a reason, answer with data valid against its JSON Schema, or
+choose one of its choices), or it expires, or the agent withdraws it, or its run ends.
+Each change is a checkpoint of the run (``runs.transitions``), read by the agent by
+long-poll or through its feed.
+
+The rules of an answer, checked in one transaction under the run lock: the reviewer
+holds the decide permission in the project and has no interest in the request (four
+eyes, as for operations: ``decisions.own_interest``); the run is open; the request is
+still open at the version the reviewer saw and has not expired.
+"""
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import jsonschema_rs
+from django.conf import settings
+from django.db import transaction
+
+from runs.actors import Actor
+from runs.clock import db_now
+from runs.errors import (
+    DecisionRefused,
+    IllegalTransition,
+    InvalidInput,
+    OperationExpired,
+    RunNotAccepting,
+    StaleVersion,
+)
+from runs.jsonsafe import check_size
+from runs.models import AgentToken, ApprovalPolicy, HumanRequest, Run
+from runs.permissions import require_project_perm
+from runs.services.decisions import DECISION_TIMEOUT, own_interest
+from runs.services.identity import named
+from runs.services.runs import (
+    activate,
+    awaiting_answers,
+    open_request_ids,
+    paused_by_alert,
+    require_open,
+    settle_wait,
+    wait_for,
+)
+from runs.transitions import lock_run, record_request_created, transition_request
+
+PROMPT_CHARS = 4000
+CONTEXT_CHARS = 20_000
+CHOICES_MAX = 20
+CHOICE_CHARS = 200
+EXTERNAL_ID_CHARS = 200
+COMMENT_CHARS = 4000
+EXPIRES_IN_MIN = 60
+EXPIRES_IN_MAX = 30 * 24 * 3600
+Kind = HumanRequest.AnswerKind
+Status = HumanRequest.Status
+
+
+def ask(
+    *,
+    run: Run,
+    prompt: str,
+    actor: Actor,
+    token: AgentToken | None = None,
+    context: str = "",
+    answer_schema: dict | None = None,
+    choices: list[str] | None = None,
+    external_id: str = "",
+    expires_in: int | None = None,
+    now: datetime | None = None,
+) -> tuple[HumanRequest, bool]:
+    """Ask people ``prompt`` on behalf of ``run``'s agent: the run waits (needs_input)
+    until the request ends. Returns the request and whether it is new: a repeat with an
+    ``external_id`` the token already gave a request of the same run asking the same
+    thing returns that request, whatever happened since (``runs.services.identity``)."""
+    _validate(prompt, context, answer_schema, choices, external_id, expires_in)
+    now = now or db_now()
+    expires_at = now + (
+        timedelta(seconds=expires_in) if expires_in is not None else decision_timeout(run)
+    )
+    asked = {
+        "prompt": prompt,
+        "context": context,
+        "answer_schema": answer_schema,
+        "choices": choices,
+    }
+
+    def describes(existing: HumanRequest) -> bool:
+        return existing.run_id == run.pk and all(
+            getattr(existing, field) == value for field, value in asked.items()
+        )
+
+    def create() -> tuple[HumanRequest, bool]:
+        return _create(run, asked, actor, token, external_id, expires_at), True
+
+    return named(
+        HumanRequest,
+        project_id=run.project_id,
+        token=token,
+        external_id=external_id,
+        describes=describes,
+        create=create,
+    )
+
+
+@transaction.atomic
+def _create(run, asked, actor, token, external_id, expires_at) -> HumanRequest:
+    current = lock_run(run.pk)
+    require_open(current)
+    if current.reason == Run.Reason.RECONCILIATION:
+        raise RunNotAccepting(f"run {current.pk} is halted for reconciliation: {current.unblock}")
+    if refusal := paused_by_alert(current):
+        raise refusal
+    request = HumanRequest.objects.create(
+        run=current,
+        project_id=current.project_id,
+        external_id=external_id,
+        asked_by_token=token,
+        expires_at=expires_at,
+        **asked,
+    )
+    record_request_created(request=request, actor=actor)
+    activate(current, actor)
+    wait_for(current, Run.Reason.NEEDS_INPUT, awaiting_answers(open_request_ids(current)), actor)
+    return request
+
+
+def decision_timeout(run: Run) -> timedelta:
+    """How long people have to answer: the project's default rule's decision timeout
+    (the rule for every action, with no condition), else the setting, as proposals."""
+    default = (
+        ApprovalPolicy.objects.filter(project_id=run.project_id, action="", when_argument="")
+        .order_by("pk")
+        .first()
+    )
+    return (default and default.decision_timeout) or settings.OVERSIGHT_DECISION_TIMEOUT
+
+
+def _validate(prompt, context, answer_schema, choices, external_id, expires_in) -> None:
+    if not prompt.strip() or len(prompt) > PROMPT_CHARS:
+        raise InvalidInput(f"prompt: 1 to {PROMPT_CHARS} characters, not blank")
+    if len(context) > CONTEXT_CHARS:
+        raise InvalidInput(f"context: at most {CONTEXT_CHARS} characters")
+    if len(external_id) > EXTERNAL_ID_CHARS:
+        raise InvalidInput(f"external_id: at most {EXTERNAL_ID_CHARS} characters")
+    if answer_schema is not None and choices is not None:
+        raise InvalidInput("choices: give choices or an answer_schema, not both")
+    if answer_schema is not None:
+        answer_validator(answer_schema)
+    if choices is not None:
+        _validate_choices(choices)
+    if expires_in is not None and not EXPIRES_IN_MIN <= expires_in <= EXPIRES_IN_MAX:
+        raise InvalidInput(f"expires_in: {EXPIRES_IN_MIN} to {EXPIRES_IN_MAX} seconds")
+
+
+def _validate_choices(choices) -> None:
+    if not isinstance(choices, list) or not 1 <= len(choices) <= CHOICES_MAX:
+        raise InvalidInput(f"choices: a list of 1 to {CHOICES_MAX} strings")
+    for choice in choices:
+        if not isinstance(choice, str) or not choice.strip() or len(choice) > CHOICE_CHARS:
+            raise InvalidInput(f"choices: each one 1 to {CHOICE_CHARS} characters, not blank")
+    if len(set(choices)) != len(choices):
+        raise InvalidInput("choices: each choice once")
+
+
+def answer_validator(schema) -> jsonschema_rs.Validator:
+    """A validator for ``schema``, which must be a valid JSON Schema object. Offline: a
+    ``$ref`` to anything outside the schema is refused, never fetched."""
+    if not isinstance(schema, dict):
+        raise InvalidInput("answer_schema: a JSON Schema object")
+    check_size("answer_schema", schema, max_bytes=settings.OVERSIGHT_API_MAX_ARGUMENTS_BYTES)
+    try:
+        return jsonschema_rs.validator_for(schema, offline=True, validate_formats=True)
+    except (ValueError, jsonschema_rs.ReferencingError) as error:
+        reason = str(error).splitlines()[0]
+        raise InvalidInput(f"answer_schema: not a valid JSON Schema: {reason}") from None
+
+
+def allowed_kinds(request: HumanRequest) -> tuple[str, str]:
+    """What a reviewer may do with ``request``: its one way to accept, or reject."""
+    if request.choices is not None:
+        return Kind.CHOOSE, Kind.REJECT
+    if request.answer_schema is not None:
+        return Kind.ANSWER, Kind.REJECT
+    return Kind.APPROVE, Kind.REJECT
+
+
+def answer(
+    *,
+    request: HumanRequest,
+    reviewer,
+    kind: str,
+    version: int,
+    data: Any = None,
+    comment: str = "",
+    now: datetime | None = None,
+) -> HumanRequest:
+    """Record ``reviewer``'s answer of ``kind`` to ``request`` as they saw it at
+    ``version``. ``data``: the answer (for ``answer``) or the choice (for ``choose``);
+    ``comment``: optional, except the reason a rejection needs."""
+    if kind not in allowed_kinds(request):
+        allowed = " or ".join(allowed_kinds(request))
+        raise InvalidInput(f"kind: this request is answered by {allowed}, not {kind}")
+    if kind == Kind.REJECT and not comment.strip():
+        raise InvalidInput("comment: a rejection needs a reason")
+    if len(comment) > COMMENT_CHARS:
+        raise InvalidInput(f"comment: at most {COMMENT_CHARS} characters")
+    stored = _checked_data(request, kind, data)
+    require_project_perm(reviewer, request.project, "decide_operation")
+    now = now or db_now()
+    if expire_if_due(request, now):
+        raise OperationExpired(f"request {request.pk} expired before this answer")
+    return _record_answer(request, reviewer, kind, version, stored, comment, now)
+
+
+def _checked_data(request: HumanRequest, kind: str, data: Any) -> Any:
+    """What the answer stores: the data, valid against the schema; the choice, one of
+    the request's; nothing for approve and reject."""
+    if kind == Kind.CHOOSE:
+        if data not in request.choices:
+            raise InvalidInput("data: choose one of the request's choices")
+        return data
+    if kind == Kind.ANSWER:
+        problems = [
+            f"data{''.join(f'.{part}' for part in error.instance_path)}: {error.message}"
+            for error in answer_validator(request.answer_schema).iter_errors(data)
+        ]
+        if problems:
+            raise InvalidInput("; ".join(problems[:5]))
+        return data
+    return None
+
+
+@transaction.atomic
+def _record_answer(request, reviewer, kind, version, data, comment, now) -> HumanRequest:
+    run = lock_run(request.run_id)
+    current = HumanRequest.objects.select_related("run__session", "asked_by_token").get(
+        pk=request.pk
+    )
+    require_open(run)
+    if current.status != Status.OPEN:
+        raise DecisionRefused(
+            f"request {current.pk} is {current.get_status_display()}; it no longer awaits an answer"
+        )
+    if current.version != version:
+        raise StaleVersion(f"request {current.pk} changed since you read it: look again")
+    if conflict := own_interest(current, reviewer):
+        raise DecisionRefused(conflict)
+    actor = Actor.of_user(reviewer)
+    status = Status.REJECTED if kind == Kind.REJECT else Status.ANSWERED
+    changes = {
+        "answer_kind": kind,
+        "answer": data,
+        "comment": comment,
+        "answered_by": reviewer,
+        "answered_at": now,
+    }
+    transition_request(
+        request=current,
+        to=status,
+        actor=actor,
+        reason=comment or Kind(kind).label,
+        changes=changes,
+        detail={"answer": _answer(kind, reviewer, now, comment, data)},
+    )
+    settle_wait(run, actor)
+    request.refresh_from_db()
+    return request
+
+
+def describe_answer(request: HumanRequest) -> dict | None:
+    """The answer as the agent reads it, or None while there is none."""
+    if not request.answer_kind:
+        return None
+    return _answer(
+        request.answer_kind,
+        request.answered_by,
+        request.answered_at,
+        request.comment,
+        request.answer,
+    )
+
+
+def _answer(kind: str, reviewer, at: datetime, comment: str, data: Any) -> dict:
+    return {
+        "kind": kind,
+        "by": reviewer.get_username(),
+        "at": at.isoformat(),
+        "comment": comment,
+        "data": data,
+    }
+
+
+@transaction.atomic
+def withdraw(*, request: HumanRequest, actor: Actor, reason: str = "") -> HumanRequest:
+    """The agent no longer needs an answer: the request is cancelled (already cancelled:
+    as it is). An answered, rejected or expired request is refused (409)."""
+    expire_if_due(request, db_now())
+    run = lock_run(request.run_id)
+    request.refresh_from_db()
+    if request.status == Status.CANCELLED:
+        return request
+    if request.status != Status.OPEN:
+        raise IllegalTransition(
+            f"request {request.pk} is {request.get_status_display()}; read its answer"
+        )
+    transition_request(
+        request=request,
+        to=Status.CANCELLED,
+        actor=actor,
+        reason=reason or "withdrawn by the agent",
+    )
+    settle_wait(run, actor)
+    return request
+
+
+def expire_if_due(request: HumanRequest, now: datetime) -> bool:
+    """Expire ``request`` if nobody answered by its deadline; returns whether it is
+    (now) expired. Fail closed, as for operations: recorded as the policy's doing, and
+    nothing to do (no run lock) when the request as read is not due."""
+    if request.status != Status.EXPIRED and not _due(request, now):
+        return False
+    with transaction.atomic():
+        run = lock_run(request.run_id)
+        request.refresh_from_db()
+        if request.status == Status.EXPIRED:
+            return True
+        if not _due(request, now):
+            return False
+        actor = Actor.policy(DECISION_TIMEOUT)
+        transition_request(request=request, to=Status.EXPIRED, actor=actor, reason=DECISION_TIMEOUT)
+        settle_wait(run, actor)
+        return True
+
+
+def _due(request: HumanRequest, now: datetime) -> bool:
+    return request.status == Status.OPEN and request.expires_at <= now
+
+
+def expire_due_requests(now: datetime | None = None) -> int:
+    """Expire every open request past its deadline (in the database's time), each in
+    its own short transaction."""
+    now = now or db_now()
+    due = HumanRequest.objects.filter(status=Status.OPEN, expires_at__lte=now).order_by("pk")
+    return sum(expire_if_due(request, now) for request in due.iterator())
