@@ -1,5 +1,5 @@
 """Oversight: human oversight and approvals for AI agents.
 
-This package holds the Django project (settings, urls, wsgi/asgi). It imports nothing
-at package level so that ``oversight.client`` stays importable without Django.
+This package holds the Django project (settings, urls, wsgi/asgi). The agent client is
+its own distribution, ``oversight-client`` in ``client/`` (import ``oversight_client``).
 """

@@ -1,4 +1,4 @@
-"""An agent for the end-to-end test: plain Python with only ``oversight.client``, run
+"""An agent for the end-to-end test: plain Python with only ``oversight_client``, run
 as its own process. It walks one run through approve, server-side commit, reply,
 edit-and-approve, expiry and cancel, printing a line per step. Started again with the
 same state file, it resumes the run instead of starting a new one.
@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from oversight.client import Cancelled, Expired, Oversight, Rejected
+from oversight_client import Cancelled, Expired, Observed, Oversight, Rejected
 
 base_url, state_dir = sys.argv[1], Path(sys.argv[2])
 client = Oversight(base_url, os.environ["OVERSIGHT_AGENT_TOKEN"])
@@ -23,8 +23,12 @@ def say(line: str) -> None:
     print(line, flush=True)
 
 
-def noted(arguments: dict, key: str) -> bool:
-    return notes.exists() and f"{arguments['line']} [{key}]" in notes.read_text().splitlines()
+def noted(arguments: dict, key: str) -> Observed | bool:
+    """Applied, with what the call returns, if the line is there; else uncertain."""
+    line = f"{arguments['line']} [{key}]"
+    if notes.exists() and line in notes.read_text().splitlines():
+        return Observed("applied", output={"appended": arguments["line"]})
+    return False
 
 
 @client.tool(action="notes.append", rollback_kind="in_band", verify=noted, lease_seconds=2)

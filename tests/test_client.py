@@ -1,23 +1,20 @@
-"""The Python client (``oversight.client``) against a real server: pytest-django's live
-server, a real agent token, and reviewers deciding through the services."""
+"""The sync client (``oversight_client.Oversight``) against a real server: pytest-django's
+live server, a real agent token, and reviewers deciding through the services."""
 
 import hashlib
 import http.server
 import socket
 import threading
 import time
-from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
-from oversight.client import (
+from oversight_client import (
     Cancelled,
     Conflict,
-    Execution,
     Expired,
     Failed,
     InvalidRequest,
@@ -31,73 +28,25 @@ from oversight.client import (
     VerificationFailed,
     WaitTimedOut,
 )
+from oversight_client.tools import Execution
 from runs.actions.files import workspace_of
 from runs.actors import Actor
 from runs.clock import db_now
 from runs.engine.claims import claim_next
 from runs.engine.worker import Worker
-from runs.models import AgentToken, Alert, Decision, Message, Operation, Run
+from runs.models import Alert, Decision, Message, Operation, Run
 from runs.services.decisions import expire_if_due
 from runs.services.runs import cancel_run
 from runs.transitions import transition_operation
+from tests.client_helpers import NOTE, deciding
 from tests.helpers import decide_on
 
-OPEN = ["queued", "running", "waiting"]
-
-NOTE = {"action": "notes.append", "rollback_kind": "in_band"}
-
-
-@pytest.fixture
-def agent_token(project, owner) -> str:
-    return AgentToken.issue(project=project, name="client-tests", owner=owner)[1]
-
-
-@pytest.fixture
-def ovs(live_server, agent_token) -> Oversight:
-    return Oversight(live_server.url, agent_token, timeout=10, retries=3, backoff=0.01)
-
-
-@pytest.fixture
-def run_id(ovs) -> int:
-    session = ovs.open_session(title="Client tests")
-    return ovs.start_run(session["id"], goal="Keep the notes")["id"]
+pytest_plugins = ["tests.client_helpers"]
 
 
 @pytest.fixture
 def notes(tmp_path) -> Path:
     return tmp_path / "notes.md"
-
-
-@contextmanager
-def deciding(reviewer, call_id: str, kind: str = Decision.Kind.APPROVE, then=None, **decision):
-    """A reviewer in another thread, deciding once ``call_id`` is proposed (then
-    calling ``then``), while the block waits for the decision through the API."""
-    errors: list[BaseException] = []
-
-    def decide_when_proposed() -> None:
-        try:
-            deadline = time.monotonic() + 30
-            while not (op := Operation.objects.filter(call_id=call_id, status="proposed").first()):
-                assert time.monotonic() < deadline, f"{call_id} was never proposed"
-                time.sleep(0.05)
-            decide_on(op, reviewer, kind, **decision)
-            if then is not None:
-                then()
-        except BaseException as exc:
-            errors.append(exc)
-            # End the run so that the client waiting in the block stops waiting.
-            for run in Run.objects.filter(operations__call_id=call_id, status__in=OPEN):
-                cancel_run(run=run, actor=Actor.agent("test"), reason=f"decision failed: {exc}")
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=decide_when_proposed, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        thread.join(timeout=35)
-    assert not errors, errors
 
 
 def proposed(ovs: Oversight, run_id: int, call_id: str = "note-1", **arguments) -> dict:
@@ -166,11 +115,12 @@ def test_a_reply_carries_the_reviewer_message(ovs, run_id, reviewer):
     assert (rejected.value.reason, rejected.value.reply) == (None, "append to the June file")
 
 
-def test_a_wait_can_time_out(ovs, run_id):
+def test_a_wait_that_times_out_withdraws_the_proposal(ovs, run_id):
     op = proposed(ovs, run_id)
     with pytest.raises(WaitTimedOut) as timed_out:
         ovs.wait(op["id"], timeout=1)
-    assert timed_out.value.operation["status"] == "proposed"
+    assert timed_out.value.operation["status"] == "cancelled"
+    assert "stopped waiting after 1 s" in operation(op).status_reason
 
 
 def test_an_expired_proposal_raises_expired(ovs, run_id):
@@ -528,7 +478,7 @@ def test_a_takeover_of_an_unreported_rollback_goes_straight_to_it(ovs, run_id, r
     )
     calls, undone = [], []
     execution = Execution(
-        ovs,
+        ovs._core,
         ovs.operation(op["id"]),
         takeover,
         fn=lambda **arguments: calls.append(arguments),
@@ -536,7 +486,7 @@ def test_a_takeover_of_an_unreported_rollback_goes_straight_to_it(ovs, run_id, r
         undo=lambda arguments, key: undone.append(key),
     )
     with pytest.raises(VerificationFailed) as failed:
-        execution.run()
+        ovs._drive(execution.steps())
     assert failed.value.outcome == "rolled_back"
     assert (calls, undone) == ([], [claim["idempotency_key"]])
 
@@ -561,7 +511,7 @@ def test_a_server_executed_tool_returns_the_committed_result(ovs, run_id, review
         result = write_file(run_id, "write-1", **arguments)
     op = Operation.objects.get(call_id="write-1")
     assert (op.executor, op.status) == ("server", "committed")
-    assert result == op.result
+    assert result == op.result["output"] is not None
     assert calls == []
     assert (workspace_of(op.project) / "notes" / "today.md").read_text() == "hello\n"
 
@@ -574,7 +524,7 @@ class FlakyProxy:
     dropped before it reaches the server (``lose="request"``), or its response is
     (``lose="response"``). Handles one connection at a time."""
 
-    def __init__(self, upstream: str, lose: str) -> None:
+    def __init__(self, upstream: str, lose: str = "") -> None:
         host, port = upstream.removeprefix("http://").split(":")
         self.upstream, self.lose = (host, int(port)), lose
         self.posts: list[bytes] = []
@@ -604,11 +554,15 @@ class FlakyProxy:
             self.posts.append(request)
         if first_post and self.lose == "request":
             return
-        with socket.create_connection(self.upstream) as server:
-            server.sendall(request)
-            response = b"".join(iter(lambda: server.recv(65536), b""))
+        response = self.forward(request)
         if not (first_post and self.lose == "response"):
             client.sendall(response)
+
+    def forward(self, request: bytes) -> bytes:
+        """The live server's whole answer to ``request``."""
+        with socket.create_connection(self.upstream) as server:
+            server.sendall(request)
+            return b"".join(iter(lambda: server.recv(65536), b""))
 
 
 def read_request(sock: socket.socket) -> bytes:
@@ -631,13 +585,13 @@ def header(request: bytes, name: bytes) -> str:
 
 
 @pytest.fixture
-def flaky(live_server, agent_token):
+def flaky(live_server, client_token):
     """``flaky("request" | "response")``: a client behind a FlakyProxy."""
     proxies = []
 
     def make(lose: str) -> tuple[Oversight, FlakyProxy]:
         proxies.append(FlakyProxy(live_server.url, lose))
-        return Oversight(proxies[-1].url, agent_token, timeout=10, backoff=0.01), proxies[-1]
+        return Oversight(proxies[-1].url, client_token, timeout=10, backoff=0.01), proxies[-1]
 
     yield make
     for proxy in proxies:
@@ -660,16 +614,16 @@ def test_a_lost_response_is_replayed_not_repeated(flaky, run_id):
     assert ovs.message(run_id, "said twice") == 2
 
 
-def test_an_unreachable_server_raises_after_the_retries(agent_token):
+def test_an_unreachable_server_raises_after_the_retries(client_token):
     with socket.create_server(("127.0.0.1", 0)) as spare:
         port = spare.getsockname()[1]
-    ovs = Oversight(f"http://127.0.0.1:{port}", agent_token, retries=2, backoff=0.01)
+    ovs = Oversight(f"http://127.0.0.1:{port}", client_token, retries=2, backoff=0.01)
     with pytest.raises(Unreachable) as unreachable:
         ovs.open_session()
     assert unreachable.value.status is None
 
 
-def test_too_many_waits_is_retried_after_the_time_the_server_asks(agent_token):
+def test_too_many_waits_is_retried_after_the_time_the_server_asks(client_token):
     """A 429 (the server's cap on concurrent long-polls) is waited out, for at least
     its Retry-After, and the request sent again."""
     arrivals: list[float] = []
@@ -693,7 +647,7 @@ def test_too_many_waits_is_retried_after_the_time_the_server_asks(agent_token):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Busy)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        ovs = Oversight(f"http://127.0.0.1:{server.server_port}", agent_token, backoff=0.01)
+        ovs = Oversight(f"http://127.0.0.1:{server.server_port}", client_token, backoff=0.01)
         assert ovs.run(7) == {"id": 7}
     finally:
         server.shutdown()

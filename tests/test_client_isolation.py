@@ -1,4 +1,5 @@
-"""The client imports only the standard library: it works where Django is absent."""
+"""The client (``oversight_client``) imports only the standard library: it works where
+Django is absent."""
 
 import subprocess
 import sys
@@ -7,7 +8,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WITHOUT_DJANGO = (
     "import sys; sys.modules['django'] = None; sys.modules['ninja'] = None; "
-    "sys.modules['pydantic'] = None; import oversight.client as c; print(c.Oversight.__name__)"
+    "sys.modules['pydantic'] = None; import oversight_client as c; print(c.Oversight.__name__)"
 )
 
 

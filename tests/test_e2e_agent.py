@@ -1,5 +1,5 @@
 """End to end with real processes: the web server, a worker, and an agent using only
-``oversight.client``. People decide from the test (as the pages would, through the
+``oversight_client``. People decide from the test (as the pages would, through the
 services). The agent is SIGKILLed mid-run — once while it waits, once right after an
 effect fired and before it was reported — and restarted: it resumes the same run,
 never proposes again and never repeats an effect."""
@@ -152,7 +152,8 @@ def test_agent_killed_after_its_effect_verifies_instead_of_repeating(servers, tm
 
     agent = Agent(base, token, tmp_path)
     agent.expect("resumed decision_no_result")
-    agent.expect("approved None")  # Verified on resume: the earlier call's value is lost.
+    # Verified on resume: the call returns what verify read back from the notes.
+    agent.expect("approved {'appended': 'first'}")
     agent.kill()
 
     assert len((tmp_path / "notes.txt").read_text().splitlines()) == 1

@@ -17,7 +17,7 @@ import itertools
 import logging
 from collections.abc import Callable
 
-from oversight.client import Oversight
+from oversight_client import Oversight
 from runs.actions.files import workspace_of
 from runs.canonical import sha256_hex
 from runs.models import Project
@@ -28,7 +28,7 @@ OPEN = ("queued", "running")
 
 
 class DemoAgent:
-    """Speaks to Oversight only through ``oversight.client``, over HTTP, as any agent
+    """Speaks to Oversight only through ``oversight_client``, over HTTP, as any agent
     would; it runs as its own process (``manage.py demo_agent``)."""
 
     def __init__(self, client: Oversight, target: str) -> None:

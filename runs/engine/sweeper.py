@@ -5,7 +5,7 @@ reporting) its lease lapses and nothing else would ever look at it, so the run c
 not finish and an effect that may have happened would go unreported. The worker
 therefore sweeps every step for agent operations whose lease lapsed more than
 ``OVERSIGHT_AGENT_GRACE_SECONDS`` ago; the grace lets a restarted agent come back, wait
-out its lease, claim again and verify first (``oversight.client``'s takeover). Then:
+out its lease, claim again and verify first (``oversight_client``'s takeover). Then:
 
 - in flight with an intent: the effect may have happened, and no one will verify it:
   verify_failed, then an out-of-band alert that halts the run for a person;

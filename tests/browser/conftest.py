@@ -46,8 +46,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser():
+    """One chromium for the browser tests, closed after the last of them: Playwright's
+    sync API keeps an event loop running in this thread while it is open, and the
+    tests after these (the async client's) run event loops of their own."""
     if not CHROMIUM:
         pytest.skip(SKIP_REASON)
     with sync_playwright() as playwright:

@@ -4,7 +4,7 @@ import threading
 
 from django.core.management.base import BaseCommand, CommandError
 
-from oversight.client import Oversight, OversightError
+from oversight_client import Oversight, OversightError
 from runs.demo.agent import DemoAgent
 
 

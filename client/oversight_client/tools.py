@@ -1,0 +1,207 @@
+"""Supervised tools, as steps: propose, wait for the decision, and (for an action the
+agent executes) claim, record the intent, run the function once, verify, report; or
+roll back. The function, ``verify`` and ``undo`` are called through ``Invoke`` steps, so
+the async client accepts coroutine functions for any of them."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from oversight_client.errors import Failed, OversightError, StaleState, VerificationFailed
+from oversight_client.steps import Invoke, Sleep, Steps
+from oversight_client.waits import OPERATIONS, once
+
+if TYPE_CHECKING:
+    from oversight_client.core import Core
+
+EFFECTS = ("applied", "absent", "uncertain")
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What ``verify`` saw: ``effect`` is one of ``EFFECTS``; ``output`` is what the
+    function would have returned, as read back from the target, so that a call taking
+    over after a crash returns it instead of None."""
+
+    effect: str
+    output: Any = None
+
+    def __post_init__(self) -> None:
+        if self.effect not in EFFECTS:
+            raise TypeError(f"an effect is one of {EFFECTS}, not {self.effect!r}")
+
+
+def observed(answer: Any) -> Observed:
+    """A ``verify`` answer as an ``Observed``: True is applied, False uncertain."""
+    if isinstance(answer, Observed):
+        return answer
+    if isinstance(answer, bool):
+        return Observed("applied" if answer else "uncertain")
+    if answer in EFFECTS:
+        return Observed(str(answer))
+    raise TypeError(f"verify must answer a bool, Observed or one of {EFFECTS}, not {answer!r}")
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    action: str
+    rollback_kind: str
+    risk: str
+    summary: str
+    verify: Callable[..., Any] | None
+    undo: Callable[..., Any] | None
+    executor: str
+    lease_seconds: int
+
+
+def supervised(
+    core: "Core", spec: ToolSpec, fn: Callable[..., Any], run_id: int, call_id: str, arguments: dict
+) -> Steps[Any]:
+    """One call of a supervised tool; returns the committed operation's output."""
+    try:
+        proposed = yield from core.propose(
+            run_id,
+            call_id,
+            spec.action,
+            arguments,
+            rollback_kind=spec.rollback_kind,
+            risk=spec.risk,
+            summary=spec.summary,
+        )
+    except (Exception, GeneratorExit):
+        raise
+    except BaseException as interrupted:  # cancelled, or Ctrl-C, on the way
+        yield from withdraw_proposal(core, run_id, call_id, interrupted)
+        raise
+    operation = yield from core.wait(proposed["id"])
+    if operation["status"] == "committed":
+        return operation["output"]
+    if spec.verify is None:
+        raise TypeError(f"{spec.action} is executed by the agent: give the tool a verify")
+    claim = yield from claim_when_free(core, operation["id"], spec)
+    return (yield from Execution(core, operation, claim, fn, spec.verify, spec.undo).steps())
+
+
+def withdraw_proposal(core: "Core", run_id: int, call_id: str, cause: BaseException) -> Steps[None]:
+    """Withdraw ``call_id``'s operation if its proposal got through before ``cause``
+    interrupted it: best effort, as an interrupted wait does."""
+    quick = type(core)(once(core.endpoint), None)
+    try:
+        found = yield from quick.find_operation(run_id=run_id, call_id=call_id)
+    except OversightError:
+        return
+    if found is not None:
+        yield from OPERATIONS.abandon(core.endpoint, found["id"], cause)
+
+
+def claim_when_free(core: "Core", op_id: int, spec: ToolSpec) -> Steps[dict]:
+    """Claim the operation. If an earlier executor still holds its lease (it may have
+    died after firing the effect), wait for the lease to lapse and take over; the
+    takeover's claim carries that executor's intent, so we verify first."""
+    while True:
+        try:
+            return (yield from core.claim(op_id, spec.lease_seconds, spec.executor))
+        except StaleState:
+            current = yield from core.operation(op_id)
+            expires = current["lease"]["expires_at"]
+            if current["status"] not in ("in_flight", "verify_failed") or not expires:
+                raise
+            remaining = datetime.fromisoformat(expires) - datetime.now(UTC)
+            yield Sleep(max(0.2, remaining.total_seconds() + 0.2))
+
+
+@dataclass(frozen=True)
+class Execution:
+    """Carrying out one claimed agent-executed operation."""
+
+    core: "Core"
+    operation: dict
+    claim: dict
+    fn: Callable[..., Any]
+    verify: Callable[..., Any]
+    undo: Callable[..., Any] | None
+
+    @property
+    def op_id(self) -> int:
+        return self.operation["id"]
+
+    @property
+    def epoch(self) -> int:
+        return self.claim["epoch"]
+
+    @property
+    def key(self) -> str:
+        return self.claim["idempotency_key"]
+
+    @property
+    def arguments(self) -> dict:
+        return self.claim["arguments"]
+
+    def steps(self) -> Steps[Any]:
+        """Verify an earlier attempt first; else record the intent, run, verify, report."""
+        if self.claim.get("status") == "verify_failed":
+            yield from self.roll_back("an earlier attempt could not verify its effect")
+        if self.claim["intent"] is not None:
+            seen = yield from self.observe()
+            if seen.effect == "applied":
+                return (yield from self.commit(seen.output))
+            if seen.effect == "uncertain":
+                why = "on resume, verification cannot tell whether the effect happened"
+                yield from self.uncertain(why)
+        snapshot = {"function": self.fn.__qualname__}
+        yield from self.core.record_intent(self.op_id, self.epoch, snapshot)
+        try:
+            output = yield Invoke(self.fn, (), {**self.arguments, "idempotency_key": self.key})
+        except Exception as exc:
+            return (yield from self.settle(None, f"{type(exc).__name__}: {exc}", exc))
+        return (yield from self.settle(output, ""))
+
+    def observe(self) -> Steps[Observed]:
+        return observed((yield Invoke(self.verify, (self.arguments, self.key))))
+
+    def settle(self, output: Any, error: str, cause: Exception | None = None) -> Steps[Any]:
+        """Verify and report: commit, or raise ``Failed`` (absent) or, after the
+        rollback plan, ``VerificationFailed`` (uncertain)."""
+        seen = yield from self.observe()
+        if seen.effect == "applied":
+            # The function's own return value, unless it raised: then what verify saw.
+            return (yield from self.commit(seen.output if cause else output))
+        name = self.fn.__qualname__
+        if seen.effect == "absent":
+            why = error or f"{name} ran but its effect is not there"
+            ended = yield from self.core.report(
+                self.op_id, self.epoch, effect="absent", error=why[:4000]
+            )
+            raise Failed.of(ended) from cause
+        yield from self.uncertain(
+            error or f"{name} ran but its effect could not be verified", cause
+        )
+
+    def commit(self, output: Any) -> Steps[Any]:
+        yield from self.core.report(self.op_id, self.epoch, effect="applied", output=output)
+        return output
+
+    def uncertain(self, error: str, cause: Exception | None = None) -> Steps[NoReturn]:
+        """Report an uncertain effect, then follow the rollback plan."""
+        yield from self.core.report(self.op_id, self.epoch, effect="uncertain", error=error[:4000])
+        yield from self.roll_back(error, cause)
+
+    def roll_back(self, error: str, cause: Exception | None = None) -> Steps[NoReturn]:
+        """Undo the effect (or ask for an alert), and raise ``VerificationFailed``."""
+        outcome, detail = yield from self.undone(error)
+        ended = yield from self.core.roll_back(self.op_id, self.epoch, outcome, detail[:4000])
+        raise VerificationFailed.of(ended) from cause
+
+    def undone(self, error: str) -> Steps[tuple[str, str]]:
+        """The rollback outcome to report, and why."""
+        if self.undo is None:
+            return "alert", f"{error}; the tool has no undo"
+        try:
+            yield Invoke(self.undo, (self.arguments, self.key))
+        except Exception as exc:
+            return "alert", f"{error}; undo failed: {type(exc).__name__}: {exc}"
+        kind = self.operation["rollback_kind"]
+        return (
+            "compensated" if kind == "compensating" else "rolled_back"
+        ), f"undone after: {error}"

@@ -1,0 +1,71 @@
+"""The README's Agents chapter runs as written: its sync and async examples (the code
+blocks marked ``<!-- tested: … -->``) are extracted and run, as their own processes with
+the installed client, against a live server while a reviewer decides and answers."""
+
+import os
+import re
+import subprocess
+import sys
+from contextlib import ExitStack
+
+import pytest
+
+from runs.models import AgentToken, Decision, Operation
+from tests.client_helpers import answering, deciding
+from tests.processes import ROOT
+
+EXAMPLE = re.compile(r"<!-- tested: (\w+) [^>]*-->\n```python\n(.*?)```", re.DOTALL)
+
+
+def examples() -> dict[str, str]:
+    return dict(EXAMPLE.findall((ROOT / "README.md").read_text()))
+
+
+@pytest.fixture
+def run_example(live_server, project, owner, tmp_path):
+    token = AgentToken.issue(project=project, name="readme", owner=owner)[1]
+    env = {**os.environ, "OVERSIGHT_URL": live_server.url, "OVERSIGHT_TOKEN": token}
+
+    def run(name: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", examples()[name]],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    return run
+
+
+def test_the_chapter_marks_a_sync_and_an_async_example():
+    assert set(examples()) == {"sync", "async"}
+
+
+def test_the_sync_example(run_example, reviewer, tmp_path):
+    with answering(reviewer, "choose", data="savings"), deciding(reviewer, "note-1"):
+        shown = run_example("sync")
+    assert shown == "{'appended': '42 paid from savings'}\n"
+    op = Operation.objects.get(call_id="note-1")
+    assert (op.status, op.summary) == ("committed", "Append a line to the team's notes.")
+    assert (tmp_path / "notes.md").read_text() == f"42 paid from savings [{op.idempotency_key}]\n"
+    assert op.run.status == "completed"
+
+
+def test_the_async_example(run_example, reviewer):
+    with ExitStack() as reviewers:
+        for to in ("ana@example.com", "cy@example.com"):
+            reviewers.enter_context(deciding(reviewer, f"june-{to}"))
+        reviewers.enter_context(
+            deciding(reviewer, "june-bo@example.com", Decision.Kind.REJECT, comment="Bo left us")
+        )
+        shown = run_example("async")
+    assert shown.splitlines() == [
+        "ana@example.com {'sent to': 'ana@example.com'}",
+        "bo@example.com not sent: Bo left us",
+        "cy@example.com {'sent to': 'cy@example.com'}",
+    ]
+    assert Operation.objects.filter(status="committed").count() == 2
