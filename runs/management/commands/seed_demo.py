@@ -18,6 +18,7 @@ from runs.permissions import role_group
 from runs.services.artifacts import attach_artifact, write_durably
 from runs.services.decisions import decide, expire_if_due
 from runs.services.proposals import propose_operation
+from runs.services.requests import ask
 from runs.services.runs import (
     append_message,
     cancel_run,
@@ -248,6 +249,16 @@ class Command(BaseCommand):
         budget = begin("Draft the Q4 budget summary")
         request_input(
             run=budget, question="Should the summary include the hiring plan?", actor=AGENT
+        )
+
+        region = begin("Set up the analytics cluster")
+        ask(
+            run=region,
+            prompt="Which region should the analytics cluster go to?",
+            context="Most users are in **Europe**; the data warehouse is in `us-east`.\n\n"
+            "- eu-west: lower latency for users\n- us-east: no cross-region transfer costs",
+            choices=["eu-west", "us-east"],
+            actor=AGENT,
         )
 
         migration = begin("Migrate the billing database")
