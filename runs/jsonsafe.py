@@ -17,6 +17,9 @@ from django.conf import settings
 
 from runs.canonical import canonical_json
 
+# The largest id or seq either database stores (a signed 64-bit integer).
+MAX_ROW_ID = 2**63 - 1
+
 
 class Refused(ValueError):
     """Input refused: ``field`` is the request field at fault, ``status`` the HTTP status

@@ -8,7 +8,15 @@ from ninja import Query
 from ninja.parser import Parser
 from pydantic import AfterValidator
 
-from runs.jsonsafe import LimitExceeded, Refused, check_body, check_size, parse, string_problem
+from runs.jsonsafe import (
+    MAX_ROW_ID,
+    LimitExceeded,
+    Refused,
+    check_body,
+    check_size,
+    parse,
+    string_problem,
+)
 
 __all__ = [
     "MAX_ROW_ID",
@@ -19,9 +27,6 @@ __all__ = [
     "StrictParser",
     "check_size",
 ]
-
-# The largest id or seq a database column holds (a signed 64-bit integer).
-MAX_ROW_ID = 2**63 - 1
 
 
 def _storable(text: str) -> str:

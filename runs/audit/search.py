@@ -24,7 +24,6 @@ from runs.forms import project_choices
 from runs.models import Checkpoint, Decision, Operation, Project
 
 PAGE_SIZE = 50
-MAX_ID = 2**63 - 1  # The largest id either database stores.
 
 EVENTS = [
     ("run.created", "run created"),
@@ -75,9 +74,9 @@ class AuditFilter(forms.Form):
 
     q = forms.CharField(required=False, max_length=200, label="Text in reasons and comments")
     project = forms.ChoiceField(required=False)
-    run = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID)
-    session = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID)
-    operation = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID)
+    run = forms.IntegerField(required=False, min_value=1, max_value=jsonsafe.MAX_ROW_ID)
+    session = forms.IntegerField(required=False, min_value=1, max_value=jsonsafe.MAX_ROW_ID)
+    operation = forms.IntegerField(required=False, min_value=1, max_value=jsonsafe.MAX_ROW_ID)
     actor_kind = forms.ChoiceField(
         required=False, label="Actor", choices=[("", "Anyone"), *ActorKind.choices]
     )
@@ -173,7 +172,7 @@ def encode_cursor(values: list) -> str:
 
 
 def _id(value) -> int:
-    if type(value) is not int or not 0 < value <= MAX_ID:
+    if type(value) is not int or not 0 < value <= jsonsafe.MAX_ROW_ID:
         raise ValueError(value)
     return value
 
