@@ -21,6 +21,7 @@ from runs.models import Checkpoint, Decision, Operation, Preferences, Role, Run
 from runs.permissions import role_group
 from runs.services.artifacts import attach_artifact
 from runs.services.decisions import expire_due_operations
+from runs.services.requests import answer, ask
 from runs.services.runs import open_session, start_run
 from runs.views import audit as audit_views
 from tests.conftest import AGENT, make_user
@@ -536,3 +537,16 @@ def test_engine_retries_and_rollback_steps_can_be_searched(as_auditor, approved,
     assert (attempt.operation_id, step.operation_id) == (retried.pk, compensated.pk)
     assert "refused the connection" in attempt.reason
     assert compensated.status == "compensated"
+
+
+def test_human_requests_and_their_answers_can_be_searched(as_auditor, run, reviewer):
+    """A question asked and its answer are transitions of their own: an auditor filters
+    for them, and for the statuses requests reach."""
+    human, _ = ask(run=run, prompt="Which region?", actor=AGENT, choices=["eu", "us"])
+    answer(request=human, reviewer=reviewer, kind="choose", data="eu", version=human.version)
+
+    (asked,) = found(as_auditor, "event=request.created")
+    (answered,) = found(as_auditor, "event=request.status&to_status=answered")
+
+    assert (asked.request_id, answered.request_id) == (human.pk, human.pk)
+    assert answered.actor_user == reviewer

@@ -36,13 +36,17 @@ EVENTS = [
     ("operation.attempt_failed", "attempt failed (retried)"),
     ("operation.lease_taken_over", "lease taken over"),
     ("operation.rollback_intent", "rollback step taken"),
+    ("request.created", "question asked"),
+    ("request.status", "question answered, refused, expired or withdrawn"),
     ("alert.status", "alert status"),
     ("artifact.attached", "artifact attached"),
     ("messages.redacted", "messages redacted"),
 ]
 
-# Every status a checkpoint can reach: runs', operations' and alerts'.
-STATUSES = sorted({*machines.RUN.edges, *machines.OPERATION.edges, *machines.ALERT.edges})
+# Every status a checkpoint can reach: runs', operations', human requests' and alerts'.
+STATUSES = sorted(
+    {*machines.RUN.edges, *machines.OPERATION.edges, *machines.REQUEST.edges, *machines.ALERT.edges}
+)
 
 
 @dataclass(frozen=True)
