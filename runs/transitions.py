@@ -120,16 +120,7 @@ def transition_operation(
     run = lock_run(operation.run_id)
     if to != operation.status:
         machines.OPERATION.check(operation.status, to)
-    fields = {"status": to, **(changes or {})}
-    updated = Operation.objects.filter(
-        pk=operation.pk, version=operation.version, status=operation.status
-    ).update(version=F("version") + 1, updated_at=timezone.now(), **fields)
-    if updated != 1:
-        raise StaleVersion(
-            f"operation {operation.pk} changed since version {operation.version}: read it again"
-        )
-    from_status = operation.status
-    _refresh(operation, {**fields, "version": operation.version + 1})
+    from_status = _update_versioned(operation, "operation", {"status": to, **(changes or {})})
     return _append(
         run,
         {},
@@ -182,16 +173,7 @@ def transition_request(
     conditional update (on its ``version``); a stale caller gets ``StaleVersion``."""
     run = lock_run(request.run_id)
     machines.REQUEST.check(request.status, to)
-    fields = {"status": to, **(changes or {})}
-    updated = HumanRequest.objects.filter(
-        pk=request.pk, version=request.version, status=request.status
-    ).update(version=F("version") + 1, updated_at=timezone.now(), **fields)
-    if updated != 1:
-        raise StaleVersion(
-            f"request {request.pk} changed since version {request.version}: read it again"
-        )
-    from_status = request.status
-    _refresh(request, {**fields, "version": request.version + 1})
+    from_status = _update_versioned(request, "request", {"status": to, **(changes or {})})
     return _append(
         run,
         {},
@@ -361,6 +343,24 @@ def _state(
     }
     state.update(detail or {})
     return state
+
+
+def _update_versioned(target: Operation | HumanRequest, noun: str, fields: dict) -> str:
+    """Apply ``fields`` to ``target``'s row only if it is still at the version and status
+    the caller read, bumping its version, and refresh ``target`` in place; returns the
+    status it had. A stale caller gets ``StaleVersion`` and nothing is written."""
+    updated = (
+        type(target)
+        .objects.filter(pk=target.pk, version=target.version, status=target.status)
+        .update(version=F("version") + 1, updated_at=timezone.now(), **fields)
+    )
+    if updated != 1:
+        raise StaleVersion(
+            f"{noun} {target.pk} changed since version {target.version}: read it again"
+        )
+    from_status = target.status
+    _refresh(target, {**fields, "version": target.version + 1})
+    return from_status
 
 
 def _refresh(target, changes: dict) -> None:
