@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "ninja",
     "axes",
     "runs",
+    "graphs",
 ]
 
 MIDDLEWARE = [
