@@ -1,0 +1,68 @@
+"""``OversightToolNode``: a ``ToolNode`` whose supervised calls wait for reviewers by
+pausing the thread (``interrupt``), never by blocking a process."""
+
+import asyncio
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.prebuilt import ToolNode
+from langgraph.runtime import Runtime
+from langgraph.types import interrupt
+
+from oversight_client.langgraph.threads import run_for_thread, thread_of
+from oversight_client.langgraph.tools import SupervisedTool
+
+MARK = "oversight"  # the key of this node's interrupt values: not a question for people
+
+
+def undecided(operation: dict) -> bool:
+    """Whether a call still waits: for reviewers, or for Oversight's workers to execute
+    it (the committed output is the answer then)."""
+    if operation["status"] == "proposed":
+        return True
+    return operation["executor"] == "server" and operation["status"] in ("approved", "in_flight")
+
+
+class OversightToolNode(ToolNode):
+    """A drop-in ``ToolNode``: it proposes every supervised call of the last AI message
+    and, while any is undecided, pauses the thread with one interrupt whose value is
+    ``{"oversight": {"run", "thread", "operations"}}`` (a ``Resumer`` resumes it once they
+    are all decided). Then the tools run as in a ``ToolNode``: approved calls execute
+    (with a reviewer's edits), calls Oversight executed return their committed output,
+    and a rejection answers the model with the reviewer's reason. Re-running the node,
+    after a resume or a crash, proposes nothing twice and repeats no effect."""
+
+    def waiting(self, input: Any, config: RunnableConfig) -> dict | None:
+        """Propose the supervised calls; the interrupt value if any is undecided."""
+        calls, _ = self._parse_input(input)
+        proposals = []
+        for call in calls:
+            tool = self.tools_by_name.get(call["name"])
+            if isinstance(tool, SupervisedTool):
+                arguments = tool.arguments(call["args"])
+                if arguments is not None:  # else the tool node answers the invalid call
+                    proposals.append((tool, call["id"], arguments))
+        if not proposals:
+            return None
+        thread = thread_of(config)
+        run_id = run_for_thread(proposals[0][0].ovs, thread)
+        operations = [tool.propose(run_id, call_id, args) for tool, call_id, args in proposals]
+        pending = [operation["id"] for operation in operations if undecided(operation)]
+        if not pending:
+            return None
+        return {MARK: {"run": run_id, "thread": thread, "operations": pending}}
+
+    def _func(self, input: Any, config: RunnableConfig, runtime: Runtime) -> Any:
+        while (value := self.waiting(input, config)) is not None:
+            interrupt(value)  # one per round: calls from a thread pool would queue theirs
+        return super()._func(input, config, runtime)
+
+    async def _afunc(self, input: Any, config: RunnableConfig, runtime: Runtime) -> Any:
+        while (value := await asyncio.to_thread(self.waiting, input, config)) is not None:
+            interrupt(value)
+        return await super()._afunc(input, config, runtime)
+
+
+def is_ours(value: Any) -> bool:
+    """Whether an interrupt value is this node's (not a question for people)."""
+    return isinstance(value, dict) and isinstance(value.get(MARK), dict)

@@ -1,0 +1,123 @@
+"""``Resumer``: one process that follows the token's feed and resumes every paused
+thread whose proposals or questions were decided, and asks the reviewers the questions
+a thread's ``interrupt()`` raises."""
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from langgraph.types import Command, Interrupt
+
+from oversight_client.langgraph.node import MARK, is_ours, undecided
+from oversight_client.langgraph.requests import ask_for, resume_value
+from oversight_client.langgraph.threads import run_for_thread
+from oversight_client.sync import Oversight
+
+ENDED_REQUEST = ("answered", "rejected", "expired")  # cancelled: the run was, or we withdrew
+
+
+class FileCursor:
+    """The feed's cursor kept in a file, so that a restarted resumer goes on from the
+    last event it handled (written after each one, atomically)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    def load(self) -> int:
+        return int(self.path.read_text()) if self.path.exists() else 0
+
+    def save(self, seq: int) -> None:
+        partial = self.path.with_suffix(".partial")
+        partial.write_text(str(seq))
+        os.replace(partial, self.path)
+
+
+class Resumer:
+    """Resumes ``graph``'s threads as Oversight decides (``graph`` has a checkpointer;
+    its threads are the runs ``ovs``'s token opened). A cancelled run's thread is never
+    resumed. Without a ``cursor``, the feed is followed from its start."""
+
+    def __init__(self, graph: Any, ovs: Oversight, cursor: FileCursor | None = None) -> None:
+        self.graph, self.ovs, self.cursor = graph, ovs, cursor
+        self.after = cursor.load() if cursor else 0
+
+    def start(self, input: Any, thread_id: str) -> Any:
+        """Invoke the graph on a thread and ask the reviewers what it interrupts with."""
+        result = self.graph.invoke(input, config(thread_id))
+        self.ask(thread_id)
+        return result
+
+    def follow(self, stop: Callable[[], bool] = lambda: False, wait: int = 30) -> None:
+        """Handle the feed's events as they come, until ``stop()`` (asked between long
+        polls of at most ``wait`` seconds)."""
+        while not stop():
+            self.poll(wait)
+
+    def poll(self, wait: int = 0) -> int:
+        """Handle one page of the feed (waiting up to ``wait`` seconds for an event);
+        returns how many threads were resumed."""
+        page = self.ovs.events_page(self.after, wait)
+        resumed = 0
+        for event in page["events"]:
+            resumed += self.handle(event)
+            self.after = event["seq"]
+            if self.cursor:
+                self.cursor.save(self.after)
+        self.after = max(self.after, page["cursor"])
+        return resumed
+
+    def handle(self, event: dict) -> bool:
+        """Resume the event's thread if the event decided something it waits for."""
+        thread = event["run_external_id"]
+        decided = event["event"] in ("operation.status", "request.status") and event[
+            "to_status"
+        ] not in ("proposed", "open")
+        return bool(thread) and decided and self.resume(thread)
+
+    def resume(self, thread_id: str) -> bool:
+        """Resume the thread's interrupts that are decided; then ask the reviewers what
+        it interrupts with next. Returns whether it was resumed: never if its run was
+        cancelled."""
+        run = self.ovs.find_run(thread_id)
+        if run is not None and run["status"] == "cancelled":
+            return False
+        values = {}
+        for interrupt in self.graph.get_state(config(thread_id)).interrupts:
+            ready, value = self.ready(interrupt)
+            if ready:
+                values[interrupt.id] = value
+        if not values:
+            return False
+        self.graph.invoke(Command(resume=values), config(thread_id))
+        self.ask(thread_id)
+        return True
+
+    def ready(self, interrupt: Interrupt) -> tuple[bool, Any]:
+        """Whether ``interrupt`` can be resumed, and with what. A paused tool node is
+        resumed once all its operations are decided (it reads them again)."""
+        if is_ours(interrupt.value):
+            pending = interrupt.value[MARK]["operations"]
+            return not any(undecided(self.ovs.operation(pk)) for pk in pending), True
+        request = self.ovs.find_request(interrupt.id)
+        if request is None or request["status"] not in ENDED_REQUEST:
+            return False, None
+        return True, resume_value(interrupt.value, request)
+
+    def ask(self, thread_id: str) -> list[dict]:
+        """Ask the reviewers each question the thread is paused on (once each: the
+        request is named by the interrupt's id)."""
+        asked = []
+        for interrupt in self.graph.get_state(config(thread_id)).interrupts:
+            if is_ours(interrupt.value):
+                continue
+            request = self.ovs.find_request(interrupt.id)
+            if request is None:
+                run_id = run_for_thread(self.ovs, thread_id)
+                request = self.ovs.ask(run_id, external_id=interrupt.id, **ask_for(interrupt))
+            asked.append(request)
+        return asked
+
+
+def config(thread_id: str) -> dict:
+    return {"configurable": {"thread_id": thread_id}}

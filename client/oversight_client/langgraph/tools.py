@@ -1,0 +1,144 @@
+"""``supervised_tool``: a function under oversight as a LangChain tool. The model sees
+the function's own arguments only; the call is proposed with the tool call's id as
+``call_id`` in the thread's run, and carried out by the client's supervised-tool steps
+(``Oversight.tool``), so a repeated call never repeats an effect."""
+
+import json
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import InjectedToolCallId, StructuredTool, ToolException
+from langchain_core.tools.base import create_schema_from_function
+from pydantic import ValidationError, create_model
+
+from oversight_client.errors import (
+    Cancelled,
+    Expired,
+    OperationEnded,
+    PreconditionFailed,
+    Rejected,
+    VerificationFailed,
+    WaitTimedOut,
+)
+from oversight_client.langgraph.threads import run_for_thread, thread_of
+from oversight_client.sync import Oversight
+
+CALL_ID = "oversight_call_id"  # the injected field: never in the model's schema
+
+
+class SupervisedTool(StructuredTool):
+    """A tool whose calls are proposed to Oversight first (see ``supervised_tool``)."""
+
+    ovs: Oversight
+    proposal: dict[str, Any]  # action, rollback_kind, risk, summary
+
+    def arguments(self, args: dict) -> dict | None:
+        """The arguments a call proposes, as the tool will receive them (validated by
+        its schema); None if the model's arguments are invalid (the tool node answers)."""
+        try:
+            parsed = self.tool_call_schema.model_validate(args)
+        except ValidationError:
+            return None
+        return {name: getattr(parsed, name) for name in type(parsed).model_fields if name in args}
+
+    def propose(self, run_id: int, call_id: str, arguments: dict) -> dict:
+        """Propose the call (idempotent on ``call_id``) and return the operation."""
+        return self.ovs.propose(run_id, call_id, arguments=arguments, **self.proposal)
+
+
+def supervised_tool(
+    ovs: Oversight,
+    *,
+    action: str,
+    rollback_kind: str,
+    risk: str = "medium",
+    summary: str | None = None,
+    verify: Callable[..., Any] | None = None,
+    undo: Callable[..., Any] | None = None,
+    executor: str = "",
+    lease_seconds: int = 60,
+    name: str | None = None,
+    description: str | None = None,
+) -> Callable[[Callable[..., Any]], SupervisedTool]:
+    """A decorator turning ``fn`` into a LangChain tool under oversight, with the
+    options of ``Oversight.tool`` (``fn`` takes ``idempotency_key`` if the agent
+    executes the action; the model never sees it).
+
+    A call proposes ``action`` in the run named by the graph's thread id, with the tool
+    call's id as ``call_id``, and returns the committed output. In ``OversightToolNode``
+    the thread pauses (``interrupt``) until reviewers decide; in a plain ``ToolNode`` the
+    call waits for them, as ``Oversight.tool`` does. A call that ends without its effect
+    (rejected, expired, cancelled, failed…) answers the model with an error message
+    saying why; arguments a reviewer edited are named in the answer."""
+
+    def decorate(fn: Callable[..., Any]) -> SupervisedTool:
+        line = (fn.__doc__ or "").strip().partition("\n")[0]
+        shown = (line if summary is None else summary)[:300]
+        engine = ovs.tool(
+            action=action,
+            rollback_kind=rollback_kind,
+            risk=risk,
+            summary=shown,
+            verify=verify,
+            undo=undo,
+            executor=executor,
+            lease_seconds=lease_seconds,
+        )(fn)
+        own = create_schema_from_function(fn.__name__, fn, filter_args=["idempotency_key"])
+        injected = {CALL_ID: (Annotated[str, InjectedToolCallId], ...)}
+        schema = create_model(f"{own.__name__}Call", __base__=own, **injected)
+
+        def call(config: RunnableConfig, **arguments: Any) -> Any:
+            call_id = arguments.pop(CALL_ID)
+            run_id = run_for_thread(ovs, thread_of(config))
+            try:
+                output = engine(run_id, call_id, **arguments)
+            except (OperationEnded, WaitTimedOut) as ended:
+                raise ToolException(outcome(ended)) from ended
+            operation = ovs.find_operation(run_id=run_id, call_id=call_id)
+            if operation and operation["arguments"] != operation["proposed_arguments"]:
+                return edited(operation["arguments"], output)
+            return output
+
+        return SupervisedTool(
+            name=name or fn.__name__,
+            description=description or (fn.__doc__ or "").strip() or fn.__name__,
+            func=call,
+            args_schema=schema,
+            handle_tool_error=True,
+            ovs=ovs,
+            proposal={
+                "action": action,
+                "rollback_kind": rollback_kind,
+                "risk": risk,
+                "summary": shown,
+            },
+        )
+
+    return decorate
+
+
+def as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def edited(arguments: dict, output: Any) -> str:
+    """What the model reads when a reviewer edited its arguments before approving."""
+    return f"A reviewer changed your arguments to {as_text(arguments)}. Result: {as_text(output)}"
+
+
+def outcome(ended: Exception) -> str:
+    """What the model reads when its call ended without the effect."""
+    if isinstance(ended, Rejected):
+        said = f"A reviewer rejected this call: {ended.reason or 'no reason given'}"
+        return f"{said}. They suggest: {ended.reply}" if ended.reply else said
+    if isinstance(ended, WaitTimedOut | Expired):
+        return "Nobody decided on this call in time: it was not made."
+    if isinstance(ended, Cancelled):
+        return f"This call was cancelled ({ended.detail}): it was not made."
+    if isinstance(ended, PreconditionFailed):
+        return f"This call was not made: its precondition failed: {ended.reason}"
+    if isinstance(ended, VerificationFailed):
+        return f"This call's effect could not be verified ({ended.outcome}): {ended.detail}"
+    return f"This call failed, its effect did not happen: {getattr(ended, 'detail', ended)}"

@@ -1,0 +1,128 @@
+"""LangGraph with the client's extra, against a live server: the example agent's graph
+run in this process, reviewers deciding and answering through the services (as the
+pages do), the thread paused by interrupts and resumed by a ``Resumer`` following the
+feed."""
+
+import subprocess
+import sys
+
+import pytest
+from langchain_core.messages import ToolMessage
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from oversight_client import Oversight
+from oversight_client.langgraph import Resumer, supervised_tool
+from runs.actors import Actor
+from runs.models import Decision, HumanRequest, Operation
+from runs.services.runs import cancel_run
+from tests.langgraph_helpers import (
+    ROOT,
+    choose,
+    decide,
+    example,
+    messages,
+    paused_on_payment,
+    proposed,
+    state,
+)
+
+pytest_plugins = ["tests.client_helpers"]
+
+
+@pytest.fixture
+def agent(ovs, tmp_path) -> Resumer:
+    """The example's graph, checkpointed under tmp_path, with a resumer of its own."""
+    return Resumer(example().build(ovs, tmp_path), ovs)
+
+
+def ledger(tmp_path) -> list[str]:
+    path = tmp_path / "ledger.txt"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_the_model_sees_only_the_functions_own_arguments():
+    ovs = Oversight("http://127.0.0.1:9", "ovs_unused")
+
+    @supervised_tool(ovs, action="invoices.pay", rollback_kind="none", verify=bool)
+    def pay_invoice(invoice: str, amount: int, *, idempotency_key: str) -> dict:
+        """Pay a supplier invoice."""
+
+    function = convert_to_openai_tool(pay_invoice)["function"]
+    assert (function["name"], function["description"]) == ("pay_invoice", "Pay a supplier invoice.")
+    assert function["parameters"]["properties"] == {
+        "invoice": {"type": "string"},
+        "amount": {"type": "integer"},
+    }
+    assert function["parameters"]["required"] == ["invoice", "amount"]
+
+
+def test_the_core_client_imports_without_langgraph():
+    blocked = "import sys; sys.modules.update(langgraph=None, langchain_core=None, pydantic=None)"
+    code = f"{blocked}; import oversight_client, oversight_client.sync, oversight_client.aio"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    code = f"{blocked}; import oversight_client.langgraph"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert 'pip install "oversight-client[langgraph]"' in done.stderr
+
+
+def test_a_question_then_an_approved_payment(agent, reviewer, tmp_path):
+    agent.start({"messages": []}, "t-approve")
+    request = HumanRequest.objects.get(run__external_id="t-approve")
+    assert (request.prompt, request.choices, request.status) == (
+        "Which invoice should I pay?",
+        ["INV-42", "INV-7"],
+        "open",
+    )
+    assert request.external_id == state(agent, "t-approve").interrupts[0].id
+    assert agent.poll(wait=1) == 0  # nothing decided: the thread stays paused
+    choose("t-approve", reviewer, "INV-7")
+    assert agent.poll(wait=5) == 1
+    operation = proposed("pay-INV-7-1")
+    assert (operation.run.external_id, operation.action) == ("t-approve", "invoices.pay")
+    assert operation.arguments == {"invoice": "INV-7", "amount": 45}
+    assert state(agent, "t-approve").next == ("tools",)
+    assert ledger(tmp_path) == []
+    decide(agent, "pay-INV-7-1", reviewer, Decision.Kind.APPROVE)
+    *_, answer, last = messages(agent, "t-approve")
+    assert isinstance(answer, ToolMessage) and answer.status == "success"
+    assert last.content == 'Done: {"paid": "INV-7", "amount": 45}'
+    assert [line.split(" [")[0] for line in ledger(tmp_path)] == ["INV-7 45"]
+    assert Operation.objects.get(call_id="pay-INV-7-1").status == "committed"
+    assert state(agent, "t-approve").next == ()
+
+
+def test_a_rejection_reaches_the_model_with_its_reason(agent, reviewer, tmp_path):
+    paused_on_payment(agent, "t-reject", reviewer)
+    decide(agent, "pay-INV-42-1", reviewer, Decision.Kind.REJECT, comment="Over budget")
+    rejected = [m for m in messages(agent, "t-reject") if isinstance(m, ToolMessage)][-1]
+    assert rejected.status == "error"
+    assert rejected.content == "A reviewer rejected this call: Over budget"
+    assert proposed("pay-INV-42-2").arguments == {"invoice": "INV-42", "amount": 108}
+    decide(agent, "pay-INV-42-2", reviewer, Decision.Kind.REJECT, comment="Still no")
+    assert messages(agent, "t-reject")[-1].content == (
+        "Not paid: A reviewer rejected this call: Still no"
+    )
+    assert ledger(tmp_path) == []
+
+
+def test_an_edit_reaches_the_model(agent, reviewer, tmp_path):
+    paused_on_payment(agent, "t-edit", reviewer)
+    edited = {"invoice": "INV-42", "amount": 100}
+    decide(agent, "pay-INV-42-1", reviewer, Decision.Kind.EDIT, arguments=edited)
+    answer = [m for m in messages(agent, "t-edit") if isinstance(m, ToolMessage)][-1]
+    assert answer.content == (
+        'A reviewer changed your arguments to {"invoice": "INV-42", "amount": 100}. '
+        'Result: {"paid": "INV-42", "amount": 100}'
+    )
+    assert [line.split(" [")[0] for line in ledger(tmp_path)] == ["INV-42 100"]
+
+
+def test_a_cancelled_runs_thread_is_never_resumed(agent, reviewer, admin_user, tmp_path):
+    run = paused_on_payment(agent, "t-cancel", reviewer)
+    cancel_run(run=run, actor=Actor.of_user(admin_user), reason="wrong supplier")
+    assert Operation.objects.get(call_id="pay-INV-42-1").status == "cancelled"
+    assert agent.poll(wait=2) == 0
+    assert state(agent, "t-cancel").next == ("tools",)
+    assert agent.resume("t-cancel") is False
+    assert ledger(tmp_path) == []
