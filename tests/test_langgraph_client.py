@@ -126,3 +126,38 @@ def test_a_cancelled_runs_thread_is_never_resumed(agent, reviewer, admin_user, t
     assert state(agent, "t-cancel").next == ("tools",)
     assert agent.resume("t-cancel") is False
     assert ledger(tmp_path) == []
+
+
+def test_interrupt_values_become_requests_and_answers_resume_values():
+    from langgraph.types import Interrupt
+
+    from oversight_client.langgraph import ask_for, resume_value
+
+    question = Interrupt(value="Which supplier?", id="i-1")
+    assert ask_for(question) == {"prompt": "Which supplier?", "answer_schema": {"type": "string"}}
+    schema = {"type": "object", "properties": {"amount": {"type": "number"}}}
+    asked = ask_for(Interrupt(value="How much?", id="i-2", response_schema=schema))
+    assert asked["answer_schema"] == schema
+    sign_off = {"sign_off": "Send the June plan?", "context": "**3 steps**"}
+    assert ask_for(Interrupt(value=sign_off, id="i-3")) == {
+        "prompt": "Send the June plan?",
+        "context": "**3 steps**",
+    }
+    rejected = {"status": "rejected", "answer": {"kind": "reject", "comment": "Not yet"}}
+    assert resume_value(sign_off, rejected) is False
+    assert resume_value("Which supplier?", rejected) is None
+    answered = {"status": "answered", "answer": {"kind": "answer", "data": "Acme"}}
+    assert resume_value("Which supplier?", answered) == "Acme"
+    human = [
+        {
+            "action_request": {"action": "send_email", "args": {"to": "a@example.com"}},
+            "config": {"allow_accept": True, "allow_respond": True},
+            "description": "Send this email?",
+        }
+    ]
+    asked = ask_for(Interrupt(value=human, id="i-4"))
+    assert (asked["prompt"], "answer_schema" in asked) == ("Send this email?", False)
+    assert '"to": "a@example.com"' in asked["context"]
+    approved = {"status": "answered", "answer": {"kind": "approve"}}
+    assert resume_value(human, approved) == [{"type": "accept", "args": None}]
+    assert resume_value(human, rejected) == [{"type": "response", "args": "Not yet"}]
