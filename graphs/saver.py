@@ -19,12 +19,13 @@ DeltaChannel, whose values need their ancestors.
 
 import json
 import random
+import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from itertools import batched
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 from langgraph.checkpoint.base import (
@@ -129,6 +130,20 @@ class OversightSaver(BaseCheckpointSaver[str]):
         super().__init__(serde=serde)
         self._project = project
         self._project_id: int | None = project.pk if isinstance(project, Project) else None
+        self._shared = None
+        self._lock = threading.RLock()
+
+    def _db(self):
+        """The connection of the thread that first used the saver, shared (under the
+        saver's lock) with every thread LangGraph saves from: its executor starts new
+        threads for each invoke, and a connection per thread (Django's default) cost a
+        connect, several times a step. Django shares a connection this way for its live
+        test server."""
+        with self._lock:
+            if self._shared is None:
+                self._shared = connections[DEFAULT_DB_ALIAS]
+                self._shared.inc_thread_sharing()
+            return self._shared
 
     @property
     def project_id(self) -> int:
@@ -158,7 +173,7 @@ class OversightSaver(BaseCheckpointSaver[str]):
         conf = config["configurable"]
         thread_id, ns = str(conf["thread_id"]), conf.get("checkpoint_ns", "")
         key = [self.project_id, thread_id, ns]
-        with connection.cursor() as cursor:
+        with self._lock, self._db().cursor() as cursor:
             if checkpoint_id := get_checkpoint_id(config):
                 cursor.execute(GET_ONE, [*key, checkpoint_id])
             else:
@@ -199,13 +214,22 @@ class OversightSaver(BaseCheckpointSaver[str]):
         if before is not None and (before_id := get_checkpoint_id(before)):
             rows = rows.filter(checkpoint_id__lt=before_id)
         rows = rows.order_by("-checkpoint_id").values_list(*LIST_COLUMNS)
-        page = list(rows[:limit] if limit else rows)
-        writes = self._writes_of_page(page, config)
+        with self._lock:
+            db = self._db()
+            # Compiled for the shared connection and read as tuples: faster than the ORM's
+            # iteration, and metadata comes back as JSON text on both databases.
+            sql, params = (
+                (rows[:limit] if limit else rows).query.get_compiler(connection=db).as_sql()
+            )
+            with db.cursor() as cursor:
+                cursor.execute(sql, params)
+                page = cursor.fetchall()
+            writes = self._writes_of_page(page, config)
         return [
             CheckpointTuple(
                 _config(thread_id, ns, checkpoint_id),
                 self._loads(type_, blob),
-                metadata,  # values_list decodes the JSON already
+                _metadata(metadata),
                 _config(thread_id, ns, parent) if parent else None,
                 self._pending(writes.get((thread_id, ns, checkpoint_id), [])),
             )
@@ -219,7 +243,7 @@ class OversightSaver(BaseCheckpointSaver[str]):
         where, params = "project_id = %s", [self.project_id]
         if config is not None:
             where, params = f"{where} AND thread_id = %s", [*params, str(page[0][0])]
-        with connection.cursor() as cursor:
+        with self._db().cursor() as cursor:
             for ids in batched(sorted({row[2] for row in page}), CHUNK):
                 cursor.execute(
                     f"SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, "
@@ -256,7 +280,8 @@ class OversightSaver(BaseCheckpointSaver[str]):
         metadata = get_checkpoint_metadata(config, metadata)
         metadata.pop("writes", None)
         json_field = GraphCheckpoint._meta.get_field("metadata")
-        with connection.cursor() as cursor:
+        with self._lock, self._db().cursor() as cursor:
+            db = cursor.db
             cursor.execute(
                 PUT,
                 [
@@ -268,8 +293,8 @@ class OversightSaver(BaseCheckpointSaver[str]):
                     str(metadata.get("run_id") or ""),
                     type_,
                     blob,
-                    json_field.get_db_prep_save(metadata, connection),
-                    connection.ops.adapt_datetimefield_value(timezone.now()),
+                    json_field.get_db_prep_save(metadata, db),
+                    db.ops.adapt_datetimefield_value(timezone.now()),
                 ],
             )
         return _config(thread_id, ns, checkpoint["id"])

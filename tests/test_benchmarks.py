@@ -83,3 +83,11 @@ def test_long_polls(tmp_path):
     out = run_bench("long_polls.py", "--waits", "6", "--wait-seconds", "1", tmp_path=tmp_path)
     assert re.search(r"200 answered after waiting +6 ", out), out
     assert re.search(r"/approvals/ during the waits: \d+ loads, statuses \[200\]", out), out
+
+
+def test_langgraph_saver(tmp_path):
+    out = run_bench(
+        "langgraph_saver.py", "--steps", "20", "--cycles", "2", "--repeat", "1", tmp_path=tmp_path
+    )
+    assert f"database: {connection.vendor}" in out
+    assert re.search(r"^invoke\+resume ms/cycle +[\d.,]+ +[\d.,]+ +[\d.]+$", out, re.M), out

@@ -1,0 +1,135 @@
+"""OversightSaver against LangGraph's SqliteSaver, in one run on the same machine:
+sequential put + put_writes of ~5 KB checkpoints (steps/s), get_tuple, list of a whole
+thread, and invoke + resume cycles of a one-interrupt graph; prints the ratios (above 1:
+Oversight is faster). Both savers use a file in the same folder (SqliteSaver in WAL
+mode); Oversight uses its settings' database (a throwaway SQLite file, or DATABASE_URL's
+database, into which it writes a bench project). Needs the dev lock (langgraph,
+langgraph-checkpoint-sqlite).
+
+    .venv/bin/python bench/langgraph_saver.py [--steps 2000] [--cycles 200] [--repeat 5]
+"""
+
+import argparse
+import os
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TypedDict
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("OVERSIGHT_VAR_DIR", tempfile.mkdtemp(prefix="oversight-bench-"))
+os.environ.setdefault("OVERSIGHT_SECRET_KEY", "bench-only-secret-key-0123456789abcdef")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oversight.settings")
+
+import django
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
+from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
+from langgraph.graph import START, StateGraph  # noqa: E402
+from langgraph.types import Command, interrupt  # noqa: E402
+
+from graphs.saver import OversightSaver  # noqa: E402
+from runs.models import Project  # noqa: E402
+
+PAYLOAD = "x" * 5000
+
+
+def put_steps(saver, thread: str, steps: int) -> tuple[float, dict]:
+    """Steps per second, each a ~5 KB checkpoint and two pending writes; the last config."""
+    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    started = time.perf_counter()
+    for step in range(steps):
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"messages": PAYLOAD, "step": step}
+        checkpoint["channel_versions"] = {"messages": step + 1, "step": step + 1}
+        metadata = {"source": "loop", "step": step, "parents": {}}
+        config = saver.put(config, checkpoint, metadata, {"messages": step + 1})
+        saver.put_writes(config, [("messages", PAYLOAD[:500]), ("step", step)], f"task-{step}")
+    return steps / (time.perf_counter() - started), config
+
+
+def best_ms(work, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        work()
+        best = min(best, time.perf_counter() - started)
+    return best * 1000
+
+
+class Asked(TypedDict):
+    answer: str
+
+
+def ask(state: Asked) -> Asked:
+    return {"answer": interrupt("ok?")}
+
+
+def cycle_ms(saver, cycles: int, prefix: str) -> float:
+    """Milliseconds per invoke (pauses on interrupt) + resume, each on a new thread."""
+    builder = StateGraph(Asked)
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "ask")
+    graph = builder.compile(checkpointer=saver)
+    started = time.perf_counter()
+    for n in range(cycles):
+        config = {"configurable": {"thread_id": f"{prefix}-cycle-{n}"}}
+        paused = graph.invoke({"answer": ""}, config)
+        graph.invoke(Command(resume={paused["__interrupt__"][0].id: "yes"}), config)
+    return (time.perf_counter() - started) / cycles * 1000
+
+
+def measure(saver, args, prefix: str) -> dict[str, float]:
+    rate, last = put_steps(saver, f"{prefix}-bench", args.steps)
+    whole = {"configurable": {"thread_id": f"{prefix}-bench", "checkpoint_ns": ""}}
+    listed = sum(1 for _ in saver.list(whole))
+    assert listed == args.steps, listed
+    return {
+        "put+put_writes steps/s": rate,
+        "get_tuple ms": best_ms(lambda: saver.get_tuple(last), args.repeat * 10),
+        f"list {args.steps:,} ms": best_ms(lambda: sum(1 for _ in saver.list(whole)), args.repeat),
+        "invoke+resume ms/cycle": cycle_ms(saver, args.cycles, prefix),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=2000, help="checkpoints in the thread")
+    parser.add_argument("--cycles", type=int, default=200, help="invoke+resume cycles")
+    parser.add_argument("--repeat", type=int, default=5, help="best of N for the reads")
+    args = parser.parse_args()
+    call_command("migrate", verbosity=0)
+    suffix = str(time.time_ns())
+    Project.objects.create(slug=f"bench-{suffix}", name="Bench")
+    ours = OversightSaver(project=f"bench-{suffix}")
+    baseline = SqliteSaver(
+        sqlite3.connect(
+            settings.VAR_DIR / f"sqlite-saver-{suffix}.sqlite3", check_same_thread=False
+        )
+    )
+    baseline.setup()
+
+    print(f"database: {connection.vendor} {connection.settings_dict['NAME']}")
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}")
+    # Interleaved, so that a change in the machine's load hits both alike.
+    figures = {
+        "SqliteSaver": measure(baseline, args, "base"),
+        "Oversight": measure(ours, args, "ovs"),
+    }
+    print(f"{'':<26} {'SqliteSaver':>12} {'Oversight':>12} {'ratio':>7}")
+    for name, base in figures["SqliteSaver"].items():
+        mine = figures["Oversight"][name]
+        # Above 1 means Oversight is faster: a rate divides the other way from a time.
+        ratio = mine / base if name.endswith("/s") else base / mine
+        print(f"{name:<26} {base:>12,.3f} {mine:>12,.3f} {ratio:>7.2f}")
+
+
+if __name__ == "__main__":
+    main()
