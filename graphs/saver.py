@@ -130,15 +130,15 @@ class OversightSaver(BaseCheckpointSaver[str]):
         super().__init__(serde=serde)
         self._project = project
         self._project_id: int | None = project.pk if isinstance(project, Project) else None
-        self._shared = None
         self._lock = threading.RLock()
+        self._shared = None
 
     def _db(self):
-        """The connection of the thread that first used the saver, shared (under the
-        saver's lock) with every thread LangGraph saves from: its executor starts new
+        """The connection of the thread that first uses the saver (the graph's caller, or
+        Django's thread-sensitive executor for the async methods), shared under the
+        saver's lock with every thread LangGraph saves from: its executor starts new
         threads for each invoke, and a connection per thread (Django's default) cost a
-        connect, several times a step. Django shares a connection this way for its live
-        test server."""
+        connect, several times a step. Django shares a connection so for its live server."""
         with self._lock:
             if self._shared is None:
                 self._shared = connections[DEFAULT_DB_ALIAS]
@@ -329,7 +329,7 @@ class OversightSaver(BaseCheckpointSaver[str]):
             ]
         conflict = UPSERT_WRITES if all(ch in WRITES_IDX_MAP for ch, _ in writes) else INSERT_WRITES
         rows = ", ".join([WRITE_ROW] * len(writes))
-        with connection.cursor() as cursor:
+        with self._lock, self._db().cursor() as cursor:
             cursor.execute(
                 f"INSERT INTO {WRITES} ({WRITE_COLUMNS}) VALUES {rows} {conflict}", params
             )

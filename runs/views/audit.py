@@ -18,6 +18,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from graphs.display import graph_state
 from runs.audit import evidence, export
 from runs.audit.diff import state_diff, text_diff
 from runs.audit.search import AuditFilter, BadCursor, paginate
@@ -148,6 +149,7 @@ def _run_context(run: Run, **extra) -> dict:
         "checkpoints": checkpoints[:RUN_PAGE_CHECKPOINTS],
         "more_checkpoints": len(checkpoints) > RUN_PAGE_CHECKPOINTS,
         "refs": refs,
+        "graph": graph_state(run),
         **extra,
     }
 

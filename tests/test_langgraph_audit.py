@@ -1,0 +1,125 @@
+"""The run's audit page shows the LangGraph checkpoints of the thread named by the run's
+external id ("Graph state"): read-only, values decoded and escaped, a fixed number of
+queries however long the thread."""
+
+import html
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.graph import START, MessagesState, StateGraph
+
+from graphs.models import GraphCheckpoint
+from graphs.saver import OversightSaver
+
+XSS = "<script>alert(1)</script>"
+
+
+def reply(state: MessagesState) -> MessagesState:
+    return {"messages": [AIMessage(f"Paid. {XSS}")]}
+
+
+def chat(saver, thread_id: str, turns: int) -> None:
+    builder = StateGraph(MessagesState)
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "reply")
+    graph = builder.compile(checkpointer=saver)
+    for n in range(turns):
+        graph.invoke(
+            {"messages": [HumanMessage(f"turn {n}")]}, {"configurable": {"thread_id": thread_id}}
+        )
+
+
+@pytest.fixture
+def as_auditor(client, auditor):
+    client.force_login(auditor)
+    return client
+
+
+@pytest.fixture
+def threaded(run):
+    run.external_id = "invoice-7"
+    run.save(update_fields=["external_id"])
+    return run
+
+
+def graph_section(response) -> str:
+    assert response.status_code == 200
+    text = response.text
+    return text[text.index('<section class="card" id="graph-state">') :]
+
+
+def test_the_audit_page_shows_the_thread_s_checkpoints_decoded_and_escaped(
+    as_auditor, threaded, project, other_project
+):
+    chat(OversightSaver(project=project), "invoice-7", turns=2)
+    OversightSaver(project=other_project).put(
+        {"configurable": {"thread_id": "invoice-7", "checkpoint_ns": ""}},
+        {
+            "id": "elsewhere",
+            "v": 1,
+            "ts": "",
+            "channel_values": {},
+            "channel_versions": {},
+            "versions_seen": {},
+        },
+        {},
+        {},
+    )
+
+    section = graph_section(as_auditor.get(reverse("audit-run", args=[threaded.pk])))
+
+    ids = GraphCheckpoint.objects.filter(project=project).order_by("-checkpoint_id")
+    shown = [section.index(cid) for cid in ids.values_list("checkpoint_id", flat=True)]
+    assert len(shown) == 6 and shown == sorted(shown)  # newest first
+    assert "elsewhere" not in section
+    assert html.escape(XSS) in section and XSS not in section
+    assert "&quot;type&quot;: &quot;ai&quot;" in section  # a message, as its fields
+    assert "turn 1" in section
+
+
+def test_the_page_costs_two_queries_more_however_long_the_thread(as_auditor, threaded, project):
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert as_auditor.get(reverse("audit-run", args=[threaded.pk])).status_code == 200
+        return len(captured)
+
+    queries()  # The first page of a session loads the session and the user.
+    # The run names a thread with no checkpoints yet: one query finds none.
+    without_thread = queries()
+    saver = OversightSaver(project=project)
+    chat(saver, "invoice-7", turns=1)
+    short = queries()
+    chat(saver, "invoice-7", turns=5)
+    # Then one more query, for the pending writes of the listed checkpoints.
+    assert (short, queries()) == (without_thread + 1, without_thread + 1)
+
+
+def test_a_value_that_cannot_be_decoded_shows_the_metadata_only(as_auditor, threaded, project):
+    OversightSaver(project=project).put(
+        {"configurable": {"thread_id": "invoice-7", "checkpoint_ns": ""}},
+        {
+            "id": "cp-1",
+            "v": 1,
+            "ts": "",
+            "channel_values": {},
+            "channel_versions": {},
+            "versions_seen": {},
+        },
+        {"source": "input", "note": XSS},
+        {},
+    )
+    GraphCheckpoint.objects.update(type="msgpack+aes", checkpoint=b"\x00sealed")
+
+    section = graph_section(as_auditor.get(reverse("audit-run", args=[threaded.pk])))
+
+    assert "Cannot be decoded here." in section
+    assert html.escape(f'"note": "{XSS}"', quote=False).replace('"', "&quot;") in section
+
+
+def test_a_run_without_an_external_id_has_no_graph_section(as_auditor, run):
+    response = as_auditor.get(reverse("audit-run", args=[run.pk]))
+    assert response.status_code == 200
+    assert "Graph state" not in response.text
