@@ -6,9 +6,14 @@ Needs the server's ``langgraph`` extra. Threads live in one project; a thread wh
 a run's ``external_id`` there is shown to auditors on that run's page.
 
 The hot methods (put, put_writes, get_tuple, list's pending writes) are one SQL statement
-each on Django's connection, with tuples rather than model instances: the ORM version was
-2-3x slower than SqliteSaver. The async methods run the sync ones in Django's
-thread-sensitive executor (Django's connections and transactions are sync-only).
+each on the DB-API connection under Django's, with tuples rather than model instances:
+the ORM was 2-3x slower than SqliteSaver, and Django's cursor wrapper (a placeholder
+rewrite per call on SQLite) cost as much as get_tuple's statements. Errors are still
+Django's. The async methods run the sync ones in Django's thread-sensitive executor
+(Django's connections and transactions are sync-only).
+
+The saver writes on the connection of the thread that first uses it (see ``_db``): a
+graph invoked inside ``transaction.atomic()`` checkpoints in that transaction.
 
 Deleting or pruning a thread that names an Oversight run writes a checkpoint on that run
 (``graph.deleted`` / ``graph.pruned``, with how many rows went), so Oversight's own audit
@@ -20,8 +25,10 @@ DeltaChannel, whose values need their ancestors.
 import json
 import random
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
-from itertools import batched
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import closing, contextmanager
+from itertools import batched, groupby
+from operator import itemgetter
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -37,7 +44,6 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     get_checkpoint_id,
     get_checkpoint_metadata,
-    writes_sort_key,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
@@ -71,21 +77,33 @@ UPSERT_WRITES = (
     "channel = excluded.channel, type = excluded.type, value = excluded.value"
 )
 INSERT_WRITES = f"ON CONFLICT {WRITE_KEY} DO NOTHING"
-GET_LATEST = (
-    f"SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata FROM {CHECKPOINTS} "
+# A checkpoint (the latest, or by id) and its pending writes in one statement: one row
+# per write (the checkpoint's columns repeated), or one row with no write.
+GET = (
+    "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type, "
+    "c.checkpoint, c.metadata, "
+    "w.task_id, w.task_path, w.idx, w.channel, w.type, w.value FROM ("
+    "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, "
+    "metadata "
+    f"FROM {CHECKPOINTS} WHERE project_id = %s AND thread_id = %s AND checkpoint_ns = %s "
+    "{which}) c "
+    f"LEFT JOIN {WRITES} w ON w.project_id = %s AND w.thread_id = %s "
+    "AND w.checkpoint_ns = %s AND w.checkpoint_id = c.checkpoint_id"
+)
+GET_ONE = GET.format(which="AND checkpoint_id = %s")
+GET_LATEST = GET.format(which="ORDER BY checkpoint_id DESC LIMIT 1")
+# A listed page's pending writes within a thread: each row as get_tuple's, then its
+# checkpoint's id (grouped by it). Across threads: _writes_of_ids, in chunks of ids.
+WRITES_IN_SPAN = (
+    f"SELECT task_id, task_path, idx, channel, type, value, checkpoint_id FROM {WRITES} "
     "WHERE project_id = %s AND thread_id = %s AND checkpoint_ns = %s "
-    "ORDER BY checkpoint_id DESC LIMIT 1"
+    "AND checkpoint_id BETWEEN %s AND %s ORDER BY checkpoint_id"
 )
-GET_ONE = (
-    f"SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata FROM {CHECKPOINTS} "
-    "WHERE project_id = %s AND thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s"
-)
-WRITES_OF = (
-    f"SELECT task_id, task_path, idx, channel, type, value FROM {WRITES} "
-    "WHERE project_id = %s AND thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s"
-)
-# Pending writes of a page of listed checkpoints, fetched in chunks of ids.
+CHECKPOINT_OF_WRITE = itemgetter(6)
+KEY_OF_WRITE = itemgetter(6, 7, 8)
 CHUNK = 500
+# LangGraph's writes_sort_key (task_path, task_id, idx) of a write's row, in C.
+WRITE_ORDER = itemgetter(1, 0, 2)
 LIST_COLUMNS = (
     "thread_id",
     "checkpoint_ns",
@@ -123,6 +141,25 @@ def _placeholders(count: int) -> str:
     return ", ".join(["%s"] * count)
 
 
+def _writes_of_ids(count: int) -> str:
+    """Pending writes by checkpoint ids, across threads; then each row's KEY_OF_WRITE."""
+    return (
+        "SELECT task_id, task_path, idx, channel, type, value, thread_id, checkpoint_ns, "
+        f"checkpoint_id FROM {WRITES} WHERE project_id = %s "
+        f"AND checkpoint_id IN ({_placeholders(count)}) "
+        "ORDER BY thread_id, checkpoint_ns, checkpoint_id"
+    )
+
+
+def _qmark(sql: str) -> str:
+    """sqlite3's placeholders (our statements have no literal %)."""
+    return sql.replace("%s", "?")
+
+
+def _format(sql: str) -> str:
+    return sql
+
+
 class OversightSaver(BaseCheckpointSaver[str]):
     """LangGraph checkpoints and pending writes of one Oversight project (slug or Project)."""
 
@@ -145,6 +182,17 @@ class OversightSaver(BaseCheckpointSaver[str]):
                 self._shared.inc_thread_sharing()
             return self._shared
 
+    @contextmanager
+    def _cursor(self) -> Iterator[tuple[Any, Callable[[str], str]]]:
+        """A DB-API cursor on the shared connection, under the saver's lock, and the
+        function that puts a statement's ``%s`` placeholders in the driver's style."""
+        with self._lock:
+            db = self._db()
+            if db.connection is None:
+                db.ensure_connection()
+            with db.wrap_database_errors, closing(db.connection.cursor()) as cursor:
+                yield cursor, _qmark if db.vendor == "sqlite" else _format
+
     @property
     def project_id(self) -> int:
         """Resolved on first use, so that a saver can be built before the database is up."""
@@ -164,42 +212,41 @@ class OversightSaver(BaseCheckpointSaver[str]):
     def _loads(self, type_: str, blob: Any) -> Any:
         return self.serde.loads_typed((type_, bytes(blob)))
 
-    def _pending(self, rows: list[tuple]) -> list[tuple[str, str, Any]]:
-        """(task_id, channel, value) in the order LangGraph applies them: writes_sort_key."""
-        rows = sorted(rows, key=lambda w: writes_sort_key(w[1], w[0], w[2]))
-        return [(task, channel, self._loads(t, value)) for task, _, _, channel, t, value in rows]
-
-    def get_tuple(self, config: dict) -> CheckpointTuple | None:
-        conf = config["configurable"]
-        thread_id, ns = str(conf["thread_id"]), conf.get("checkpoint_ns", "")
-        key = [self.project_id, thread_id, ns]
-        with self._lock, self._db().cursor() as cursor:
-            if checkpoint_id := get_checkpoint_id(config):
-                cursor.execute(GET_ONE, [*key, checkpoint_id])
-            else:
-                cursor.execute(GET_LATEST, key)
-            row = cursor.fetchone()
-            if row is None:
-                return None
-            checkpoint_id, parent, type_, blob, metadata = row
-            cursor.execute(WRITES_OF, [*key, checkpoint_id])
-            writes = cursor.fetchall()
+    def _tuple(self, row: tuple, writes: list[tuple]) -> CheckpointTuple:
+        """A CheckpointTuple from a row of LIST_COLUMNS and its pending writes' rows."""
+        thread_id, ns, checkpoint_id, parent, type_, blob, metadata = row
+        if len(writes) > 1:  # in the order LangGraph applies them
+            writes = sorted(writes, key=WRITE_ORDER)
         return CheckpointTuple(
             _config(thread_id, ns, checkpoint_id),
             self._loads(type_, blob),
             _metadata(metadata),
             _config(thread_id, ns, parent) if parent else None,
-            self._pending(writes),
+            [(w[0], w[3], self._loads(w[4], w[5])) for w in writes],
         )
 
-    def _list(
+    def get_tuple(self, config: dict) -> CheckpointTuple | None:
+        conf = config["configurable"]
+        key = [self.project_id, str(conf["thread_id"]), conf.get("checkpoint_ns", "")]
+        with self._cursor() as (cursor, sql):
+            if checkpoint_id := get_checkpoint_id(config):
+                cursor.execute(sql(GET_ONE), [*key, checkpoint_id, *key])
+            else:
+                cursor.execute(sql(GET_LATEST), [*key, *key])
+            rows = cursor.fetchall()
+        if not rows:
+            return None
+        return self._tuple(rows[0][:7], [row[7:] for row in rows if row[7] is not None])
+
+    def _page(
         self,
         config: dict | None,
         *,
         filter: dict[str, Any] | None = None,
         before: dict | None = None,
         limit: int | None = None,
-    ) -> list[CheckpointTuple]:
+    ) -> tuple[list[tuple], dict[tuple, list]]:
+        """The listed rows, undecoded, and their pending writes by checkpoint key."""
         rows = GraphCheckpoint.objects.filter(project_id=self.project_id)
         if config is not None:
             conf = config["configurable"]
@@ -224,36 +271,35 @@ class OversightSaver(BaseCheckpointSaver[str]):
             with db.cursor() as cursor:
                 cursor.execute(sql, params)
                 page = cursor.fetchall()
-            writes = self._writes_of_page(page, config)
-        return [
-            CheckpointTuple(
-                _config(thread_id, ns, checkpoint_id),
-                self._loads(type_, blob),
-                _metadata(metadata),
-                _config(thread_id, ns, parent) if parent else None,
-                self._pending(writes.get((thread_id, ns, checkpoint_id), [])),
-            )
-            for thread_id, ns, checkpoint_id, parent, type_, blob, metadata in page
-        ]
+            return page, self._writes_of_page(page, config)
 
     def _writes_of_page(self, page: list[tuple], config: dict | None) -> dict[tuple, list]:
+        """The pending writes of the page's checkpoints, by checkpoint key: within one
+        thread, a range of its index per namespace (twice as fast as a list of ids; a
+        filtered page's range reads writes it leaves out); across threads, by ids."""
         found: dict[tuple, list] = {}
-        if not page:
-            return found
-        where, params = "project_id = %s", [self.project_id]
-        if config is not None:
-            where, params = f"{where} AND thread_id = %s", [*params, str(page[0][0])]
-        with self._db().cursor() as cursor:
+        with self._cursor() as (cursor, sql):
+            if config is not None:
+                thread_id = str(config["configurable"]["thread_id"])
+                spans: dict[str, list[str]] = {}
+                for _, ns, checkpoint_id, *_ in page:  # newest first
+                    spans.setdefault(ns, [checkpoint_id, checkpoint_id])[0] = checkpoint_id
+                for ns, span in spans.items():
+                    cursor.execute(sql(WRITES_IN_SPAN), [self.project_id, thread_id, ns, *span])
+                    for checkpoint_id, rows in groupby(cursor.fetchall(), CHECKPOINT_OF_WRITE):
+                        found[thread_id, ns, checkpoint_id] = list(rows)
+                return found
             for ids in batched(sorted({row[2] for row in page}), CHUNK):
-                cursor.execute(
-                    f"SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, "
-                    f"channel, type, value FROM {WRITES} WHERE {where} "
-                    f"AND checkpoint_id IN ({_placeholders(len(ids))})",
-                    [*params, *ids],
-                )
-                for thread_id, ns, checkpoint_id, *write in cursor.fetchall():
-                    found.setdefault((thread_id, ns, checkpoint_id), []).append(write)
+                cursor.execute(sql(_writes_of_ids(len(ids))), [self.project_id, *ids])
+                for key, rows in groupby(cursor.fetchall(), KEY_OF_WRITE):
+                    found[key] = list(rows)
         return found
+
+    def _decoded(self, page: list[tuple], writes: dict[tuple, list]) -> Iterator[CheckpointTuple]:
+        """The page's tuples, each decoded as it is asked for (a caller that stops early,
+        or reads one at a time, never holds the whole thread decoded)."""
+        for row in page:
+            yield self._tuple(row, writes.get(row[:3], ()))
 
     def list(
         self,
@@ -263,7 +309,7 @@ class OversightSaver(BaseCheckpointSaver[str]):
         before: dict | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        yield from self._list(config, filter=filter, before=before, limit=limit)
+        yield from self._decoded(*self._page(config, filter=filter, before=before, limit=limit))
 
     # -- writing --------------------------------------------------------------------------
 
@@ -280,10 +326,10 @@ class OversightSaver(BaseCheckpointSaver[str]):
         metadata = get_checkpoint_metadata(config, metadata)
         metadata.pop("writes", None)
         json_field = GraphCheckpoint._meta.get_field("metadata")
-        with self._lock, self._db().cursor() as cursor:
-            db = cursor.db
+        with self._cursor() as (cursor, sql):
+            db = self._shared
             cursor.execute(
-                PUT,
+                sql(PUT),
                 [
                     self.project_id,
                     thread_id,
@@ -329,9 +375,9 @@ class OversightSaver(BaseCheckpointSaver[str]):
             ]
         conflict = UPSERT_WRITES if all(ch in WRITES_IDX_MAP for ch, _ in writes) else INSERT_WRITES
         rows = ", ".join([WRITE_ROW] * len(writes))
-        with self._lock, self._db().cursor() as cursor:
+        with self._cursor() as (cursor, sql):
             cursor.execute(
-                f"INSERT INTO {WRITES} ({WRITE_COLUMNS}) VALUES {rows} {conflict}", params
+                sql(f"INSERT INTO {WRITES} ({WRITE_COLUMNS}) VALUES {rows} {conflict}"), params
             )
 
     # -- deleting and copying -------------------------------------------------------------
@@ -457,8 +503,8 @@ class OversightSaver(BaseCheckpointSaver[str]):
         before: dict | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        page = await sync_to_async(self._list)(config, filter=filter, before=before, limit=limit)
-        for item in page:
+        page = await sync_to_async(self._page)(config, filter=filter, before=before, limit=limit)
+        for item in self._decoded(*page):
             yield item
 
     async def aput(
