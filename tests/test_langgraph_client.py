@@ -92,6 +92,17 @@ def test_a_question_then_an_approved_payment(agent, reviewer, tmp_path):
     assert state(agent, "t-approve").next == ()
 
 
+def test_a_question_not_asked_before_a_crash_is_asked_on_resume(agent, reviewer):
+    # The graph paused on its question, and the process died before asking it.
+    agent.graph.invoke({"messages": []}, {"configurable": {"thread_id": "t-crashed"}})
+    assert not HumanRequest.objects.filter(run__external_id="t-crashed").exists()
+    assert agent.resume("t-crashed") is False  # nothing decided yet: asked instead
+    asked = HumanRequest.objects.get(run__external_id="t-crashed", status="open")
+    assert asked.external_id == state(agent, "t-crashed").interrupts[0].id
+    assert agent.resume("t-crashed") is False  # asked once
+    assert HumanRequest.objects.filter(run__external_id="t-crashed").count() == 1
+
+
 def test_a_rejection_reaches_the_model_with_its_reason(agent, reviewer, tmp_path):
     paused_on_payment(agent, "t-reject", reviewer)
     decide(agent, "pay-INV-42-1", reviewer, Decision.Kind.REJECT, comment="Over budget")

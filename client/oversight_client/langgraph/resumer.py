@@ -77,8 +77,8 @@ class Resumer:
 
     def resume(self, thread_id: str) -> bool:
         """Resume the thread's interrupts that are decided; then ask the reviewers what
-        it interrupts with next. Returns whether it was resumed: never if its run was
-        cancelled."""
+        it waits for and was not asked yet (also after a crash before asking). Returns
+        whether it was resumed: never if its run was cancelled."""
         run = self.ovs.find_run(thread_id)
         if run is not None and run["status"] == "cancelled":
             return False
@@ -87,11 +87,10 @@ class Resumer:
             ready, value = self.ready(interrupt)
             if ready:
                 values[interrupt.id] = value
-        if not values:
-            return False
-        self.graph.invoke(Command(resume=values), config(thread_id))
+        if values:
+            self.graph.invoke(Command(resume=values), config(thread_id))
         self.ask(thread_id)
-        return True
+        return bool(values)
 
     def ready(self, interrupt: Interrupt) -> tuple[bool, Any]:
         """Whether ``interrupt`` can be resumed, and with what. A paused tool node is

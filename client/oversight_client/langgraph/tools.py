@@ -98,7 +98,9 @@ def supervised_tool(
                 raise ToolException(outcome(ended)) from ended
             operation = ovs.find_operation(run_id=run_id, call_id=call_id)
             if operation and operation["arguments"] != operation["proposed_arguments"]:
-                return edited(operation["arguments"], output)
+                approved = operation["arguments"]  # in the model's order, not jsonb's
+                ordered = {name: approved[name] for name in arguments if name in approved}
+                return edited(ordered | approved, output)
             return output
 
         return SupervisedTool(
