@@ -9,7 +9,12 @@ restarted agent says the same thing.
 
 It keeps its state in ``--state`` (default ``./langgraph-agent``): the graph's checkpoints
 (SQLite), the feed's cursor and the ledger the payments are written to. Kill it at any
-time and start it again: it goes on where it was, and pays nothing twice."""
+time and start it again: it goes on where it was, and pays nothing twice.
+
+Beside Oversight, with access to its database (``pip install ".[langgraph]"`` in the
+server's checkout, ``DJANGO_SETTINGS_MODULE=oversight.settings``),
+``--checkpointer oversight`` keeps the checkpoints in Oversight's project ``--project``
+instead, where auditors read them on the run's page."""
 
 import argparse
 import os
@@ -19,7 +24,6 @@ from pathlib import Path
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import tools_condition
 from langgraph.types import interrupt
@@ -66,8 +70,25 @@ def record(ledger: Path, line: str) -> None:
         file.write(f"{line}\n")
 
 
-def build(ovs: Oversight, state: Path):
-    """The graph, checkpointed in ``state``/checkpoints.sqlite."""
+def sqlite_saver(state: Path):
+    """Checkpoints in ``state``/checkpoints.sqlite."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    return SqliteSaver(sqlite3.connect(state / "checkpoints.sqlite", check_same_thread=False))
+
+
+def oversight_saver(project: str):
+    """Checkpoints in Oversight's database, in ``project``."""
+    import django
+
+    django.setup()
+    from graphs.saver import OversightSaver
+
+    return OversightSaver(project=project)
+
+
+def build(ovs: Oversight, state: Path, checkpointer=None):
+    """The graph, checkpointed by ``checkpointer`` (default: SQLite in ``state``)."""
     ledger = state / "ledger.txt"
 
     def paid(arguments: dict, key: str) -> Observed:
@@ -98,8 +119,7 @@ def build(ovs: Oversight, state: Path):
     graph.add_edge("ask", "agent")
     graph.add_conditional_edges("agent", tools_condition)
     graph.add_edge("tools", "agent")
-    db = sqlite3.connect(state / "checkpoints.sqlite", check_same_thread=False)
-    return graph.compile(checkpointer=SqliteSaver(db))
+    return graph.compile(checkpointer=checkpointer or sqlite_saver(state))
 
 
 def main() -> None:
@@ -107,10 +127,13 @@ def main() -> None:
     parser.add_argument("url")
     parser.add_argument("thread")
     parser.add_argument("--state", type=Path, default=Path("langgraph-agent"))
+    parser.add_argument("--checkpointer", choices=["sqlite", "oversight"], default="sqlite")
+    parser.add_argument("--project", default="demo", help="with --checkpointer oversight")
     args = parser.parse_args()
     args.state.mkdir(parents=True, exist_ok=True)
     ovs = Oversight(args.url, os.environ["OVERSIGHT_TOKEN"])
-    graph = build(ovs, args.state)
+    saver = oversight_saver(args.project) if args.checkpointer == "oversight" else None
+    graph = build(ovs, args.state, saver)
     resumer = Resumer(graph, ovs, FileCursor(args.state / "cursor"))
     thread = {"configurable": {"thread_id": args.thread}}
     if graph.get_state(thread).values:
@@ -120,6 +143,9 @@ def main() -> None:
     print("waiting for reviewers", flush=True)
     resumer.follow(stop=lambda: not graph.get_state(thread).next, wait=10)
     print(graph.get_state(thread).values["messages"][-1].content, flush=True)
+    run = ovs.find_run(args.thread)  # the thread is over: so is its run
+    if run["status"] in ("queued", "running", "waiting"):
+        ovs.finish(run["id"], "completed")
 
 
 if __name__ == "__main__":

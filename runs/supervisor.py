@@ -2,6 +2,7 @@
 and stops them all on Ctrl-C or SIGTERM. A child that dies right after it started
 (a port in use, a bad setting) stops the demo with one clear line instead of looping."""
 
+import os
 import signal
 import subprocess
 import time
@@ -14,11 +15,15 @@ STARTUP_GRACE_SECONDS = 3.0
 class Child:
     name: str
     argv: list[str]
+    # A child with work that ends (an agent on one thread): exiting with 0, it is done.
+    once: bool = False
+    env: dict[str, str] = field(default_factory=dict)  # added to the demo's environment
     process: subprocess.Popen | None = None
     started_at: float = field(default=0.0)
+    finished: bool = False
 
     def start(self) -> None:
-        self.process = subprocess.Popen(self.argv)
+        self.process = subprocess.Popen(self.argv, env={**os.environ, **self.env})
         self.started_at = time.monotonic()
 
 
@@ -47,7 +52,11 @@ class Supervisor:
         """Restart a dead child; report True when one died during its start-up."""
         for child in self.children:
             code = child.process.poll()
-            if code is None or self.stopping:
+            if code is None or self.stopping or child.finished:
+                continue
+            if child.once and code == 0:
+                self.write(f"{child.name} finished")
+                child.finished = True
                 continue
             if time.monotonic() - child.started_at < STARTUP_GRACE_SECONDS:
                 self.write(f"error: {child.name} stopped right after starting (exit code {code})")

@@ -13,6 +13,17 @@ def python(code: str) -> list[str]:
     return [sys.executable, "-c", code]
 
 
+def run_until_sigterm(supervisor: Supervisor, after: float) -> int:
+    """Run the supervisor until this process gets SIGTERM, ``after`` seconds from now."""
+    threading.Timer(after, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        return supervisor.run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def test_child_dying_at_start_stops_with_one_clear_line():
     lines = []
     supervisor = Supervisor([Child("web", python("raise SystemExit(3)"))], write=lines.append)
@@ -30,16 +41,18 @@ def test_child_dying_later_is_restarted_and_sigterm_stops_everything(tmp_path):
     )
     lines = []
     child = Child("worker", python(code))
-    supervisor = Supervisor([child], write=lines.append)
-    threading.Timer(5.5, os.kill, (os.getpid(), signal.SIGTERM)).start()
     started = time.monotonic()
-    previous = signal.getsignal(signal.SIGTERM)
-    try:
-        assert supervisor.run() == 0
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    assert run_until_sigterm(Supervisor([child], write=lines.append), after=5.5) == 0
     assert marker.read_text() == "xx"
     assert lines == ["worker exited with code 0; restarting it"]
     assert child.process.poll() is not None
     assert time.monotonic() - started < 15
+
+
+def test_a_child_whose_work_ends_is_not_restarted_and_the_others_go_on():
+    lines = []
+    done = Child("agent", python("raise SystemExit(0)"), once=True)
+    server = Child("web", python("import time; time.sleep(60)"))
+    assert run_until_sigterm(Supervisor([done, server], write=lines.append), after=1.5) == 0
+    assert lines == ["agent finished"]
+    assert server.process.returncode == -signal.SIGTERM

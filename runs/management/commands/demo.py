@@ -1,14 +1,18 @@
+import importlib.util
 import os
+import secrets
 import sys
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from runs.management.commands.seed_demo import AGENT_OWNER
 from runs.models import AgentToken, Project
 from runs.services.tokens import issue_token
 from runs.supervisor import Child, Supervisor
+
+LANGGRAPH_THREADS = "invoices-"  # and a random suffix
 
 
 class Command(BaseCommand):
@@ -21,8 +25,16 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("--addr", default="127.0.0.1:8000", help="Address to serve on.")
         parser.add_argument("--target-port", type=int, default=8001)
+        parser.add_argument(
+            "--langgraph",
+            action="store_true",
+            help="Also run the example LangGraph agent (examples/langgraph_agent.py) on one "
+            "thread, checkpointed in the demo's database (needs `bin/setup langgraph`).",
+        )
 
-    def handle(self, *args, addr: str, target_port: int, **options) -> None:
+    def handle(self, *args, addr: str, target_port: int, langgraph: bool, **options) -> None:
+        if langgraph and importlib.util.find_spec("langgraph") is None:
+            raise CommandError("--langgraph needs LangGraph: run `bin/setup langgraph` first")
         target = f"127.0.0.1:{target_port}"
         # The children read this through settings: the agent's HTTP calls go to the target.
         allowed = [*settings.OVERSIGHT_HTTP_ALLOWED_HOSTS, target]
@@ -34,7 +46,7 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"Oversight is running at http://{addr}/"))
         self.stdout.write("Sign in with one of the users above. Press Ctrl-C to stop.")
         self.stdout.flush()
-        os.environ["OVERSIGHT_AGENT_TOKEN"] = self._agent_token()
+        os.environ["OVERSIGHT_AGENT_TOKEN"] = self._agent_token("demo-agent")
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
         children = [
             Child("web", [*manage, "runserver", "--noreload", addr]),
@@ -45,14 +57,32 @@ class Command(BaseCommand):
                 [*manage, "demo_agent", "--api", f"http://{addr}", "--target", f"http://{target}"],
             ),
         ]
+        if langgraph:
+            children.append(self._langgraph_agent(addr))
         sys.exit(Supervisor(children, write=self.stderr.write).run())
 
-    def _agent_token(self) -> str:
-        """A fresh token for the scripted agent. The previous demo's is revoked and
-        renamed, not deleted: its sessions and proposals still point at it."""
+    def _langgraph_agent(self, addr: str) -> Child:
+        """The example LangGraph agent on a new thread: it asks the reviewers which
+        invoice to pay, proposes the payment and ends when the thread does (restarted
+        only if it crashes, going on from its checkpoints). A new thread for each demo,
+        as the demo's token is new: a token reaches only the runs it opened."""
+        example = settings.BASE_DIR / "examples" / "langgraph_agent.py"
+        thread = f"{LANGGRAPH_THREADS}{secrets.token_hex(3)}"
+        state = settings.VAR_DIR / "langgraph-demo" / thread
+        argv = [sys.executable, str(example), f"http://{addr}", thread]
+        argv += ["--checkpointer", "oversight", "--project", "demo", "--state", str(state)]
+        env = {
+            "OVERSIGHT_TOKEN": self._agent_token("langgraph-agent"),
+            "PYTHONPATH": str(settings.BASE_DIR),
+        }
+        return Child("langgraph", argv, once=True, env=env)
+
+    def _agent_token(self, name: str) -> str:
+        """A fresh token for a demo agent. The previous demo's is revoked and renamed,
+        not deleted: its sessions and proposals still point at it."""
         project = Project.objects.get(slug="demo")
-        for old in AgentToken.objects.filter(project=project, name="demo-agent"):
+        for old in AgentToken.objects.filter(project=project, name=name):
             old.revoke()
-            AgentToken.objects.filter(pk=old.pk).update(name=f"demo-agent-{old.prefix}")
-        _, plain = issue_token(project=project, name="demo-agent", owner_username=AGENT_OWNER)
+            AgentToken.objects.filter(pk=old.pk).update(name=f"{name}-{old.prefix}")
+        _, plain = issue_token(project=project, name=name, owner_username=AGENT_OWNER)
         return plain
