@@ -1,5 +1,5 @@
-"""The README's Agents chapter runs as written: its sync and async examples (the code
-blocks marked ``<!-- tested: … -->``) are extracted and run, as their own processes with
+"""The README's Agents chapter runs as written: its sync, async and LangGraph examples
+(the code blocks marked ``<!-- tested: … -->``) are extracted and run, as their own processes with
 the installed client, against a live server while a reviewer decides and answers."""
 
 import os
@@ -41,8 +41,13 @@ def run_example(live_server, project, owner, tmp_path):
     return run
 
 
-def test_the_chapter_marks_a_sync_and_an_async_example():
-    assert set(examples()) == {"sync", "async"}
+def test_the_chapter_marks_a_sync_an_async_and_a_langgraph_example():
+    assert set(examples()) == {"sync", "async", "langgraph"}
+
+
+def test_the_langgraph_example_is_under_30_lines_of_code():
+    lines = [line for line in examples()["langgraph"].splitlines() if line.strip()]
+    assert len(lines) < 30
 
 
 def test_the_sync_example(run_example, reviewer, tmp_path):
@@ -69,3 +74,16 @@ def test_the_async_example(run_example, reviewer):
         "cy@example.com {'sent to': 'cy@example.com'}",
     ]
     assert Operation.objects.filter(status="committed").count() == 2
+
+
+def test_the_langgraph_example(run_example, reviewer):
+    with answering(reviewer, "choose", data="INV-7"), deciding(reviewer, "pay-1"):
+        shown = run_example("langgraph")
+    assert shown == 'Outcome: {"paid": "INV-7", "amount": 120}\n'
+    op = Operation.objects.get(call_id="pay-1")
+    assert (op.status, op.run.external_id, op.summary) == (
+        "committed",
+        "invoices-1",
+        "Pay a supplier invoice.",
+    )
+    assert op.arguments == {"invoice": "INV-7", "amount": 120}
