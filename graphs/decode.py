@@ -16,11 +16,9 @@ MESSAGE_FIELDS = {"type", "name", "content", "tool_calls", "tool_call_id", "stat
 
 def _plain(value: Any) -> Any:
     if hasattr(value, "model_dump"):
-        include = (
-            MESSAGE_FIELDS
-            if hasattr(value, "tool_calls") or hasattr(value, "tool_call_id")
-            else None
-        )
+        from langchain_core.messages import BaseMessage  # loaded: a message was decoded
+
+        include = MESSAGE_FIELDS if isinstance(value, BaseMessage) else None
         return value.model_dump(mode="json", include=include)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)

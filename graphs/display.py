@@ -1,5 +1,6 @@
 """The "Graph state" section of a run's audit page: the LangGraph checkpoints of the
-thread named by the run's external id, in the run's project, newest first.
+thread named by the run's external id, in the run's project, newest first, a page at a
+time (``?graph_before=<checkpoint id>`` pages back to the first).
 
 Two queries (checkpoints, then their pending writes) however long the thread; nothing
 when the run has no external id. LangGraph is imported only to decode values, and only
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from graphs.models import GraphCheckpoint, GraphWrite
 
 GRAPH_PAGE_CHECKPOINTS = 50
+CHECKPOINT_ID_LENGTH = GraphCheckpoint._meta.get_field("checkpoint_id").max_length
 
 
 @dataclass
@@ -29,29 +31,35 @@ class ShownCheckpoint:
     metadata: str
     values: str | None
     writes: list[ShownWrite] = field(default_factory=list)
+    step: int | None = None  # LangGraph's super-step (-1: the input), from the metadata
+    source: str = ""  # input, loop, update or fork
 
 
 @dataclass
 class GraphState:
     thread_id: str
     checkpoints: list[ShownCheckpoint]
-    more: bool
+    before: str  # the page's bound ("": the latest)
+    older: str | None  # the next page's bound, if there are older checkpoints
     decodable: bool
 
 
-def graph_state(run) -> GraphState | None:
+def graph_state(run, before: str = "") -> GraphState | None:
+    """The page of checkpoints older than checkpoint id ``before`` (the latest if "")."""
     if not run.external_id:
         return None
+    stored = GraphCheckpoint.objects.filter(project_id=run.project_id, thread_id=run.external_id)
+    if before:
+        stored = stored.filter(checkpoint_id__lt=before)
     rows = list(
-        GraphCheckpoint.objects.filter(project_id=run.project_id, thread_id=run.external_id)
-        .order_by("-checkpoint_id", "checkpoint_ns")
-        .values_list(
+        stored.order_by("-checkpoint_id", "checkpoint_ns").values_list(
             "checkpoint_id", "checkpoint_ns", "created_at", "type", "checkpoint", "metadata"
         )[: GRAPH_PAGE_CHECKPOINTS + 1]
     )
     more, rows = len(rows) > GRAPH_PAGE_CHECKPOINTS, rows[:GRAPH_PAGE_CHECKPOINTS]
+    older = rows[-1][0] if more else None
     if not rows:
-        return GraphState(run.external_id, [], False, True)
+        return GraphState(run.external_id, [], before, None, True)
     from graphs.decode import as_text, decoder
 
     decode = decoder()
@@ -79,9 +87,10 @@ def graph_state(run) -> GraphState | None:
                 as_text(metadata),
                 values,
                 writes.get((checkpoint_id, ns), []),
+                *_step_and_source(metadata),
             )
         )
-    return GraphState(run.external_id, checkpoints, more, decode is not None)
+    return GraphState(run.external_id, checkpoints, before, older, decode is not None)
 
 
 def _shown(decode, as_text, type_: str, value: bytes) -> str | None:
@@ -89,3 +98,11 @@ def _shown(decode, as_text, type_: str, value: bytes) -> str | None:
         return None
     decoded = decode(type_, value)
     return None if decoded is None and type_ != "null" else as_text(decoded)
+
+
+def _step_and_source(metadata) -> tuple[int | None, str]:
+    """LangGraph's step and source, if the metadata (any JSON the agent stored) has them."""
+    if not isinstance(metadata, dict):
+        return None, ""
+    step = metadata.get("step")
+    return (step if type(step) is int else None), str(metadata.get("source", ""))[:20]

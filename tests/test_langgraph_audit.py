@@ -3,6 +3,7 @@ external id ("Graph state"): read-only, values decoded and escaped, a fixed numb
 queries however long the thread."""
 
 import html
+import re
 
 import pytest
 from django.db import connection
@@ -48,6 +49,7 @@ def threaded(run):
 def graph_section(response) -> str:
     assert response.status_code == 200
     text = response.text
+    assert text.count('id="graph-state"') == 1
     return text[text.index('<section class="card" id="graph-state">') :]
 
 
@@ -78,6 +80,34 @@ def test_the_audit_page_shows_the_thread_s_checkpoints_decoded_and_escaped(
     assert html.escape(XSS) in section and XSS not in section
     assert "&quot;type&quot;: &quot;ai&quot;" in section  # a message, as its fields
     assert "turn 1" in section
+    assert "response_metadata" not in section and "additional_kwargs" not in section
+    assert "Step 1 · loop" in section and "Step -1 · input" in section
+
+
+def test_an_auditor_pages_back_to_the_thread_s_first_checkpoint(
+    as_auditor, threaded, project, monkeypatch
+):
+    monkeypatch.setattr("graphs.display.GRAPH_PAGE_CHECKPOINTS", 4)
+    chat(OversightSaver(project=project), "invoice-7", turns=5)
+    url = reverse("audit-run", args=[threaded.pk])
+    everything = list(
+        GraphCheckpoint.objects.order_by("-checkpoint_id").values_list("checkpoint_id", flat=True)
+    )
+    seen, pages, query = [], 0, ""
+    while True:
+        section = graph_section(as_auditor.get(url + query))
+        pages += 1
+        seen += re.findall(
+            r'<details class="graph-checkpoint">\s*<summary>[^<]*<code>([^<]+)', section
+        )
+        older = re.search(r'href="\?graph_before=([^"#]+)#graph-state">Older', section)
+        if not older:
+            break
+        query = f"?graph_before={older[1]}"
+    assert seen == everything and pages == -(-len(everything) // 4)
+    assert "The latest</a>" in section
+    too_long = as_auditor.get(url, {"graph_before": "x" * 65})
+    assert too_long.status_code == 400
 
 
 def test_the_page_costs_two_queries_more_however_long_the_thread(as_auditor, threaded, project):

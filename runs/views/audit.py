@@ -12,13 +12,14 @@ from django.http import (
     Http404,
     HttpRequest,
     HttpResponse,
+    HttpResponseBadRequest,
     StreamingHttpResponse,
 )
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from graphs.display import graph_state
+from graphs.display import CHECKPOINT_ID_LENGTH, graph_state
 from runs.audit import evidence, export
 from runs.audit.diff import state_diff, text_diff
 from runs.audit.search import AuditFilter, BadCursor, paginate
@@ -132,10 +133,13 @@ def _against(request, checkpoint: Checkpoint, previous: Checkpoint | None):
 @require_GET
 def run_audit(request: HttpRequest, pk: int) -> HttpResponse:
     run = load_run(request.user, pk)
-    return render(request, "runs/audit/run.html", _run_context(run))
+    before = request.GET.get("graph_before", "")
+    if len(before) > CHECKPOINT_ID_LENGTH:
+        return HttpResponseBadRequest("graph_before: not a LangGraph checkpoint id (too long)")
+    return render(request, "runs/audit/run.html", _run_context(run, graph_before=before))
 
 
-def _run_context(run: Run, **extra) -> dict:
+def _run_context(run: Run, graph_before: str = "", **extra) -> dict:
     refs = (
         CheckpointArtifact.objects.filter(checkpoint__run=run)
         .select_related("artifact", "checkpoint")
@@ -149,7 +153,7 @@ def _run_context(run: Run, **extra) -> dict:
         "checkpoints": checkpoints[:RUN_PAGE_CHECKPOINTS],
         "more_checkpoints": len(checkpoints) > RUN_PAGE_CHECKPOINTS,
         "refs": refs,
-        "graph": graph_state(run),
+        "graph": graph_state(run, graph_before),
         **extra,
     }
 
