@@ -1,15 +1,19 @@
 """Shared by the LangGraph tests: the example agent's graph on a live server, driven in
-the test's process (a ``Resumer`` polled by the test), and reviewers acting through the
-services as the pages do."""
+the test's process (a ``Resumer`` polled by the test) or run as a child process, and
+reviewers acting through the services as the pages do."""
 
 import importlib.util
+import subprocess
 import sys
+import time
 from pathlib import Path
 
+from graphs.saver import OversightSaver
 from oversight_client.langgraph import Resumer
 from runs.models import HumanRequest, Operation, Run
 from runs.services import requests as human_requests
 from tests.helpers import decide_on
+from tests.processes import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,3 +64,53 @@ def decide(agent: Resumer, call_id: str, reviewer, kind: str, **decision) -> Non
     decide_on(proposed(call_id), reviewer, kind, **decision)
     while agent.poll(wait=2):
         pass
+
+
+def agent_process(base: str, token: str, thread: str, state: Path, *options: str, **env: str):
+    """The example agent as a child process (tests/langgraph_child.py) on ``thread``,
+    with the example's ``options`` (``--checkpointer oversight``, ``--project``…) and
+    ``env`` added to its environment."""
+    return subprocess.Popen(
+        [sys.executable, "tests/langgraph_child.py", base, thread, "--state", str(state), *options],
+        cwd=ROOT,
+        env={**child_env(), "PYTHONPATH": str(ROOT), "OVERSIGHT_TOKEN": token, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def said(process: subprocess.Popen) -> str:
+    """The agent's next line; its error output if it said nothing (it died)."""
+    line = process.stdout.readline().strip()
+    if not line:
+        process.kill()
+        raise AssertionError(f"the agent said nothing: {process.stderr.read()[-3000:]}")
+    return line
+
+
+def eventually(find, what: str, process: subprocess.Popen, seconds: float = 30):
+    """``find()``'s first true value, polled while the agent ``process`` lives."""
+    deadline = time.monotonic() + seconds
+    while not (found := find()):
+        if process.poll() is not None:
+            raise AssertionError(f"the agent exited before {what}: {process.stderr.read()[-3000:]}")
+        assert time.monotonic() < deadline, f"{what} never happened"
+        time.sleep(0.1)
+    return found
+
+
+def conversation(project, thread: str) -> list[tuple]:
+    """The messages of ``thread``'s latest checkpoint in Oversight's database (the
+    example's ``--checkpointer oversight``), as the model read them: a human's words,
+    the model's calls (id, arguments) or words, and each tool's answer."""
+    saved = OversightSaver(project=project).get_tuple({"configurable": {"thread_id": thread}})
+    shown = []
+    for message in saved.checkpoint["channel_values"]["messages"]:
+        if message.type == "tool":
+            shown.append(("tool", message.tool_call_id, message.status, message.content))
+        elif message.type == "ai" and message.tool_calls:
+            shown.append(("ai", [(call["id"], call["args"]) for call in message.tool_calls]))
+        else:
+            shown.append((message.type, message.content))
+    return shown

@@ -11,19 +11,11 @@ from graphs.models import GraphCheckpoint
 from runs.management.commands.demo import LANGGRAPH_THREADS
 from runs.models import HumanRequest, Operation, Run
 from tests.helpers import decide_on
-from tests.langgraph_helpers import choose
+from tests.langgraph_helpers import choose, eventually
 from tests.processes import manage
 from tests.test_demo_chaos import free_port, start
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
-
-
-def eventually(find, what: str, seconds: float = 60):
-    deadline = time.monotonic() + seconds
-    while not (found := find()):
-        assert time.monotonic() < deadline, f"{what} never happened"
-        time.sleep(0.2)
-    return found
 
 
 def test_the_demo_runs_the_langgraph_example_to_the_end(monkeypatch, django_user_model):
@@ -34,13 +26,13 @@ def test_the_demo_runs_the_langgraph_example_to_the_end(monkeypatch, django_user
         asked = HumanRequest.objects.filter(
             run__external_id__startswith=LANGGRAPH_THREADS, status="open"
         )
-        thread = eventually(asked.first, "the LangGraph agent's question").run.external_id
+        thread = eventually(asked.first, "the LangGraph agent's question", demo, 60).run.external_id
         reviewer = django_user_model.objects.get(username="reviewer")
         choose(thread, reviewer, "INV-7")
         payment = Operation.objects.filter(run__external_id=thread, status="proposed")
-        decide_on(eventually(payment.first, "the LangGraph agent's payment"), reviewer)
+        decide_on(eventually(payment.first, "the LangGraph agent's payment", demo, 60), reviewer)
         ended = Run.objects.filter(external_id=thread, status="completed")
-        eventually(ended.exists, "the end of the LangGraph agent's run")
+        eventually(ended.exists, "the end of the LangGraph agent's run", demo, 60)
         time.sleep(1.5)  # the supervisor sees the agent exit
         assert demo.poll() is None  # the demo goes on without it
     finally:

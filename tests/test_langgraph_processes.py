@@ -2,45 +2,13 @@
 after its payment's effect and before the report, then restarted, it pays exactly once
 and completes; reviewers act through the services as the pages do."""
 
-import subprocess
-import sys
-import time
-
 import pytest
 
 from runs.models import AgentToken, HumanRequest, Operation
 from tests.helpers import decide_on
-from tests.langgraph_helpers import ROOT, choose
-from tests.processes import child_env
+from tests.langgraph_helpers import agent_process, choose, eventually, said
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
-
-
-def agent(base: str, token: str, state, **env: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "tests/langgraph_child.py", base, "thread-9", "--state", str(state)],
-        cwd=ROOT,
-        env={**child_env(), "PYTHONPATH": str(ROOT), "OVERSIGHT_TOKEN": token, **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def said(process: subprocess.Popen) -> str:
-    line = process.stdout.readline().strip()
-    if not line:
-        process.kill()
-        raise AssertionError(f"the agent said nothing: {process.stderr.read()[-3000:]}")
-    return line
-
-
-def eventually(find, what: str, seconds: float = 30):
-    deadline = time.monotonic() + seconds
-    while not (found := find()):
-        assert time.monotonic() < deadline, f"{what} never happened"
-        time.sleep(0.1)
-    return found
 
 
 def test_killed_after_the_effect_and_restarted_it_pays_exactly_once(
@@ -48,19 +16,21 @@ def test_killed_after_the_effect_and_restarted_it_pays_exactly_once(
 ):
     token = AgentToken.issue(project=project, name="langgraph-agent", owner=owner)[1]
     marker = tmp_path / "crashed"
-    first = agent(live_server.url, token, tmp_path, CRASH_AFTER_EFFECT=str(marker))
+    first = agent_process(
+        live_server.url, token, "thread-9", tmp_path, CRASH_AFTER_EFFECT=str(marker)
+    )
     try:
         assert said(first) == "waiting for reviewers"
-        eventually(HumanRequest.objects.filter(status="open").exists, "the question")
+        eventually(HumanRequest.objects.filter(status="open").exists, "the question", first)
         choose("thread-9", reviewer, "INV-42")
         proposed = Operation.objects.filter(call_id="pay-INV-42-1", status="proposed")
-        decide_on(eventually(proposed.first, "the proposal"), reviewer)
+        decide_on(eventually(proposed.first, "the proposal", first), reviewer)
         assert first.wait(timeout=30) == 9
     finally:
         first.kill()
     assert Operation.objects.get(call_id="pay-INV-42-1").status == "in_flight"
     assert len((tmp_path / "ledger.txt").read_text().splitlines()) == 1
-    second = agent(live_server.url, token, tmp_path)
+    second = agent_process(live_server.url, token, "thread-9", tmp_path)
     try:
         assert said(second) == "waiting for reviewers"
         assert said(second) == 'Done: {"paid": "INV-42"}'
