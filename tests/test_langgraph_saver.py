@@ -203,27 +203,27 @@ def test_deleting_a_langgraph_run_is_recorded_on_the_oversight_run(saver, run):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_processes_writing_one_thread_lose_nothing(project):
+@pytest.mark.parametrize("threads", [("shared", "shared"), ("left", "right")], ids=["one", "two"])
+def test_two_processes_writing_at_once_lose_nothing(project, threads):
     count = 40
     writers = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.graph_writer", "acme", "shared", name, str(count)],
+            [sys.executable, "-m", "tests.graph_writer", "acme", thread_id, name, str(count)],
             cwd=ROOT,
             env=child_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for name in ("left", "right")
+        for name, thread_id in zip(("left", "right"), threads, strict=True)
     ]
     for writer in writers:
         out, err = writer.communicate(timeout=120)
         assert (writer.returncode, out) == (0, "DONE\n"), err
 
-    listed = list(OversightSaver(project="acme").list(thread("shared")))
-    assert len(listed) == 2 * count
-    for name in ("left", "right"):
-        mine = [t for t in listed if t.metadata["writer"] == name]
+    saver = OversightSaver(project="acme")
+    for name, thread_id in zip(("left", "right"), threads, strict=True):
+        mine = [t for t in saver.list(thread(thread_id)) if t.metadata["writer"] == name]
         assert [t.metadata["step"] for t in mine] == list(range(count - 1, -1, -1))
         assert all(
             t.pending_writes
@@ -233,6 +233,7 @@ def test_two_processes_writing_one_thread_lose_nothing(project):
             ]
             for t in mine
         )
+    assert len(list(saver.list(None))) == 2 * count
 
 
 def test_the_server_never_imports_langgraph(db):
