@@ -9,18 +9,21 @@ from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
+from oversight_client.errors import InvalidRequest, OperationEnded
 from oversight_client.langgraph.threads import run_for_thread, thread_of
 from oversight_client.langgraph.tools import SupervisedTool
+from oversight_client.waits import operation_settled
 
 MARK = "oversight"  # the key of this node's interrupt values: not a question for people
 
 
 def undecided(operation: dict) -> bool:
-    """Whether a call still waits: for reviewers, or for Oversight's workers to execute
-    it (the committed output is the answer then)."""
-    if operation["status"] == "proposed":
-        return True
-    return operation["executor"] == "server" and operation["status"] in ("approved", "in_flight")
+    """Whether a call still waits, as the tool's own wait sees it: for reviewers, or for
+    Oversight's workers to execute it or roll it back (its outcome is the answer)."""
+    try:
+        return not operation_settled(operation)
+    except OperationEnded:
+        return False  # the tool answers the model with how it ended
 
 
 class OversightToolNode(ToolNode):
@@ -46,8 +49,14 @@ class OversightToolNode(ToolNode):
             return None
         thread = thread_of(config)
         run_id = run_for_thread(proposals[0][0].ovs, thread)
-        operations = [tool.propose(run_id, call_id, args) for tool, call_id, args in proposals]
-        pending = [operation["id"] for operation in operations if undecided(operation)]
+        pending = []
+        for tool, call_id, arguments in proposals:
+            try:
+                operation = tool.propose(run_id, call_id, arguments)
+            except InvalidRequest:
+                continue  # refused (422): the tool answers the model with the reason
+            if undecided(operation):
+                pending.append(operation["id"])
         if not pending:
             return None
         return {MARK: {"run": run_id, "thread": thread, "operations": pending}}

@@ -15,6 +15,7 @@ from pydantic import ValidationError, create_model
 from oversight_client.errors import (
     Cancelled,
     Expired,
+    InvalidRequest,
     OperationEnded,
     PreconditionFailed,
     Rejected,
@@ -96,6 +97,8 @@ def supervised_tool(
                 output = engine(run_id, call_id, **arguments)
             except (OperationEnded, WaitTimedOut) as ended:
                 raise ToolException(outcome(ended)) from ended
+            except InvalidRequest as refused:  # arguments the action itself refuses
+                raise ToolException(f"Oversight refused this call: {refused.detail}") from refused
             operation = ovs.find_operation(run_id=run_id, call_id=call_id)
             if operation and operation["arguments"] != operation["proposed_arguments"]:
                 approved = operation["arguments"]  # in the model's order, not jsonb's
