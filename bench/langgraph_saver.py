@@ -89,7 +89,9 @@ def one_round(saver, prefix: str, listed: tuple[dict, dict], args) -> dict[str, 
     return {
         "put+put_writes steps/s": rate,
         "get_tuple ms": min(elapsed_ms(lambda: saver.get_tuple(last)) for _ in range(50)),
-        f"list {args.steps:,} ms": elapsed_ms(lambda: sum(1 for _ in saver.list(whole))),
+        f"list {args.steps:,} ms": min(
+            elapsed_ms(lambda: sum(1 for _ in saver.list(whole))) for _ in range(5)
+        ),
         "invoke+resume ms/cycle": cycle_ms(saver, args.cycles, prefix),
     }
 
