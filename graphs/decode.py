@@ -1,9 +1,9 @@
 """Channel values of stored LangGraph checkpoints as text for the audit page.
 
 Imports LangGraph (the server's ``langgraph`` extra) when first called, not when the
-server starts. Values are decoded with the saver's serializer; a value it cannot decode
-(an encrypted serializer, a type this process cannot load) gives None, and the page shows
-the checkpoint's metadata only.
+server starts. Values are decoded with LangGraph's serializer in its strict mode; a value
+it cannot decode (an encrypted serializer, a type this process cannot load) gives None,
+and the page shows the checkpoint's metadata only.
 """
 
 import dataclasses
@@ -32,12 +32,17 @@ def as_text(value: Any) -> str:
 
 
 def decoder():
-    """A function (type, blob) -> decoded value or None; None if LangGraph is missing."""
+    """A function (type, blob) -> decoded value or None; None if LangGraph is missing.
+
+    Never the agents' serializer: by default it imports and calls whatever a blob names,
+    and whoever can write these tables (an agent beside Oversight) would run code in the
+    web process. This one builds only LangGraph's and LangChain's own safe types (a
+    message, a datetime…); anything else is shown as the data it was stored with."""
     try:
-        from graphs.saver import OversightSaver
+        from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
     except ImportError:
         return None
-    serde = OversightSaver.serde
+    serde = JsonPlusSerializer(allowed_msgpack_modules=None, allowed_json_modules=None)
 
     def decode(type_: str, blob: bytes) -> Any:
         try:

@@ -5,16 +5,20 @@ queries however long the thread."""
 import html
 import re
 
+import ormsgpack
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import START, MessagesState, StateGraph
 
 from graphs.models import GraphCheckpoint
 from graphs.saver import OversightSaver
 
+# The saver writes on a connection of its own: the tests' data must be committed.
+pytestmark = pytest.mark.django_db(transaction=True)
 XSS = "<script>alert(1)</script>"
 
 
@@ -106,8 +110,12 @@ def test_an_auditor_pages_back_to_the_thread_s_first_checkpoint(
         query = f"?graph_before={older[1]}"
     assert seen == everything and pages == -(-len(everything) // 4)
     assert "The latest</a>" in section
-    too_long = as_auditor.get(url, {"graph_before": "x" * 65})
-    assert too_long.status_code == 400
+    for not_an_id in ("x" * 65, "cp\x00"):
+        refused = as_auditor.get(url, {"graph_before": not_an_id})
+        assert (refused.status_code, refused.text) == (
+            400,
+            "graph_before: not a LangGraph checkpoint id",
+        )
 
 
 def test_the_page_costs_two_queries_more_however_long_the_thread(as_auditor, threaded, project):
@@ -153,3 +161,25 @@ def test_a_run_without_an_external_id_has_no_graph_section(as_auditor, run):
     response = as_auditor.get(reverse("audit-run", args=[run.pk]))
     assert response.status_code == 200
     assert "Graph state" not in response.text
+
+
+def test_a_stored_value_naming_a_function_never_runs_it(as_auditor, threaded, project, tmp_path):
+    """Whoever can write the graph tables (an agent beside Oversight) chooses the bytes:
+    the page decodes them without constructing anything they name."""
+    ran = tmp_path / "ran"
+    named = ormsgpack.packb(("builtins", "exec", f"open({str(ran)!r}, 'w').write('x')"))
+    GraphCheckpoint.objects.create(
+        project=project,
+        thread_id="invoice-7",
+        checkpoint_id="cp-1",
+        type="msgpack",
+        checkpoint=ormsgpack.packb({"channel_values": {"plan": ormsgpack.Ext(0, named)}}),
+        metadata={"source": "loop", "step": 0},
+        created_at=timezone.now(),
+    )
+
+    section = graph_section(as_auditor.get(reverse("audit-run", args=[threaded.pk])))
+
+    assert not ran.exists()
+    assert "Step 0 · loop" in section
+    assert html.escape(f"open('{ran}', 'w').write('x')") in section  # shown as data

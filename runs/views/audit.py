@@ -134,8 +134,8 @@ def _against(request, checkpoint: Checkpoint, previous: Checkpoint | None):
 def run_audit(request: HttpRequest, pk: int) -> HttpResponse:
     run = load_run(request.user, pk)
     before = request.GET.get("graph_before", "")
-    if len(before) > CHECKPOINT_ID_LENGTH:
-        return HttpResponseBadRequest("graph_before: not a LangGraph checkpoint id (too long)")
+    if len(before) > CHECKPOINT_ID_LENGTH or "\x00" in before:
+        return HttpResponseBadRequest("graph_before: not a LangGraph checkpoint id")
     return render(request, "runs/audit/run.html", _run_context(run, graph_before=before))
 
 
