@@ -12,8 +12,11 @@ rewrite per call on SQLite) cost as much as get_tuple's statements. Errors are s
 Django's. The async methods run the sync ones in Django's thread-sensitive executor
 (Django's connections and transactions are sync-only).
 
-The saver writes on the connection of the thread that first uses it (see ``_db``): a
-graph invoked inside ``transaction.atomic()`` checkpoints in that transaction.
+The saver has a connection of its own (``_db``): a checkpoint is committed when LangGraph
+saves it, whatever transactions the graph's own code opens and rolls back on Django's
+connections meanwhile. Deleting, pruning and copying go through the caller's connection
+instead, in one transaction with the checkpoint they record on the run. ``close()``
+closes the saver's connection (so does the saver's garbage collection).
 
 Deleting or pruning a thread that names an Oversight run writes a checkpoint on that run
 (``graph.deleted`` / ``graph.pruned``, with how many rows went), so Oversight's own audit
@@ -26,6 +29,7 @@ import functools
 import json
 import random
 import threading
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from itertools import batched, groupby
@@ -163,6 +167,13 @@ def _format(sql: str) -> str:
     return sql
 
 
+def _close_quietly(db) -> None:
+    """Close a garbage-collected saver's connection: the DB-API one, as Django's close()
+    refuses to run in an event loop's thread, where collection may happen."""
+    if db.connection is not None:
+        db.connection.close()
+
+
 class OversightSaver(BaseCheckpointSaver[str]):
     """LangGraph checkpoints and pending writes of one Oversight project (slug or Project)."""
 
@@ -171,28 +182,43 @@ class OversightSaver(BaseCheckpointSaver[str]):
         self._project = project
         self._project_id: int | None = project.pk if isinstance(project, Project) else None
         self._lock = threading.RLock()
-        self._shared = None
+        self._own = None
 
     def _db(self):
-        """The connection of the thread that first uses the saver (the graph's caller, or
-        Django's thread-sensitive executor for the async methods), shared under the
-        saver's lock with every thread LangGraph saves from: its executor starts new
-        threads for each invoke, and a connection per thread (Django's default) cost a
-        connect, several times a step. Django shares a connection so for its live server."""
+        """The saver's own connection, shared under its lock by every thread LangGraph
+        saves from: LangGraph's executor starts threads for each invoke, and a connection
+        per thread (Django's default) cost a connect, several times a step. Not a thread's
+        own connection: that one is the thread's code's transaction too (a node that
+        rolled back its own atomic block took the checkpoints saved meanwhile with it).
+        After an error, a connection the database dropped (a restart, an idle timeout) is
+        replaced on the next call instead of failing every call after it."""
         with self._lock:
-            if self._shared is None:
-                self._shared = connections[DEFAULT_DB_ALIAS]
-                self._shared.inc_thread_sharing()
-            return self._shared
+            db = self._own
+            if db is None:
+                db = self._own = connections.create_connection(DEFAULT_DB_ALIAS)
+                db.inc_thread_sharing()
+                weakref.finalize(self, _close_quietly, db)
+            elif db.connection is not None and db.errors_occurred:
+                if db.is_usable():
+                    db.errors_occurred = False
+                else:
+                    db.close()
+            if db.connection is None:
+                db.ensure_connection()
+            return db
+
+    def close(self) -> None:
+        """Close the saver's connection (the next call opens another)."""
+        with self._lock:
+            if self._own is not None:
+                self._own.close()
 
     @contextmanager
     def _cursor(self) -> Iterator[tuple[Any, Callable[[str], str]]]:
-        """A DB-API cursor on the shared connection, under the saver's lock, and the
+        """A DB-API cursor on the saver's connection, under the saver's lock, and the
         function that puts a statement's ``%s`` placeholders in the driver's style."""
         with self._lock:
             db = self._db()
-            if db.connection is None:
-                db.ensure_connection()
             with db.wrap_database_errors, closing(db.connection.cursor()) as cursor:
                 yield cursor, _qmark if db.vendor == "sqlite" else _format
 
@@ -266,7 +292,7 @@ class OversightSaver(BaseCheckpointSaver[str]):
         rows = rows.order_by("-checkpoint_id").values_list(*LIST_COLUMNS)
         with self._lock:
             db = self._db()
-            # Compiled for the shared connection and read as tuples: faster than the ORM's
+            # Compiled for the saver's connection and read as tuples: faster than the ORM's
             # iteration, and metadata comes back as JSON text on both databases.
             sql, params = (
                 (rows[:limit] if limit else rows).query.get_compiler(connection=db).as_sql()
@@ -330,7 +356,7 @@ class OversightSaver(BaseCheckpointSaver[str]):
         metadata.pop("writes", None)
         json_field = GraphCheckpoint._meta.get_field("metadata")
         with self._cursor() as (cursor, sql):
-            db = self._shared
+            db = self._own
             cursor.execute(
                 sql(PUT),
                 [
@@ -494,6 +520,9 @@ class OversightSaver(BaseCheckpointSaver[str]):
         return f"{current_v + 1:032}.{random.random():016}"
 
     # -- async: the sync methods in Django's thread-sensitive executor ----------------------
+
+    async def aclose(self) -> None:
+        await sync_to_async(self.close)()
 
     async def aget_tuple(self, config: dict) -> CheckpointTuple | None:
         return await sync_to_async(self.get_tuple)(config)

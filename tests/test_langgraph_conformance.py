@@ -14,14 +14,16 @@ from graphs.saver import OversightSaver
 EXTENDED = ("delete_for_runs", "copy_thread", "prune")
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # the saver has a connection of its own
 def test_the_saver_passes_every_check_of_the_conformance_suite(project):
     if not __debug__:
         pytest.fail("the conformance suite's checks are asserts: never run it under -O")
 
     @checkpointer_test(name="OversightSaver")
     async def factory():
-        yield OversightSaver(project=project)
+        saver = OversightSaver(project=project)
+        yield saver
+        await saver.aclose()
 
     report = async_to_sync(validate)(factory)
 

@@ -2,11 +2,15 @@
 and what a deletion leaves in the named run's audit chain (the conformance suite, in
 tests/test_langgraph_conformance.py, calls only the async methods)."""
 
+import itertools
+import os
 import subprocess
 import sys
+import time
 from typing import TypedDict
 
 import pytest
+from django.db import OperationalError, connection, transaction
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import START, StateGraph
 from langgraph.types import Command, interrupt
@@ -15,6 +19,9 @@ from graphs.models import GraphCheckpoint, GraphWrite
 from graphs.saver import OversightSaver
 from runs.models import Checkpoint
 from tests.processes import ROOT, child_env
+
+# The saver writes on a connection of its own: the tests' data must be committed.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def thread(thread_id: str, ns: str = "") -> dict:
@@ -29,7 +36,9 @@ def put(saver, config, step: int, **metadata) -> dict:
 
 @pytest.fixture
 def saver(project):
-    return OversightSaver(project="acme")
+    saver = OversightSaver(project="acme")
+    yield saver
+    saver.close()
 
 
 def test_put_then_get_tuple_returns_the_checkpoint_its_parent_and_metadata(saver):
@@ -102,9 +111,6 @@ def asking_graph(saver):
     return builder.compile(checkpointer=saver)
 
 
-# LangGraph saves from its own threads: they need their own connections, outside the
-# test's transaction.
-@pytest.mark.django_db(transaction=True)
 def test_a_graph_pauses_on_interrupt_and_resumes_from_the_saver(saver):
     config = {"configurable": {"thread_id": "invoice-7"}}
     paused = asking_graph(saver).invoke({"answer": ""}, config)
@@ -202,7 +208,6 @@ def test_deleting_a_langgraph_run_is_recorded_on_the_oversight_run(saver, run):
     )
 
 
-@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("threads", [("shared", "shared"), ("left", "right")], ids=["one", "two"])
 def test_two_processes_writing_at_once_lose_nothing(project, threads):
     count = 40
@@ -253,3 +258,57 @@ def test_the_server_never_imports_langgraph(db):
         [sys.executable, "-c", probe], cwd=ROOT, env=child_env(), capture_output=True, text=True
     )
     assert "'langgraph'" in done.stdout, done.stderr  # the probe does see LangGraph
+
+
+class Counted(TypedDict):
+    n: int
+
+
+class Undone(Exception):
+    pass
+
+
+def test_a_node_rolling_back_its_own_transaction_keeps_the_checkpoints_saved_meanwhile(saver):
+    """LangGraph saves a step's checkpoint from another thread while the next node runs:
+    the node's own database work, rolled back, must not take the checkpoint with it."""
+
+    def work(state: Counted) -> Counted:
+        try:
+            with transaction.atomic():
+                Checkpoint.objects.count()  # the node's own ORM work…
+                time.sleep(0.3)  # …while LangGraph saves the previous step
+                raise Undone
+        except Undone:
+            pass
+        return {"n": state["n"] + 1}
+
+    builder = StateGraph(Counted)
+    builder.add_node("first", work)
+    builder.add_node("second", work)
+    builder.add_edge(START, "first")
+    builder.add_edge("first", "second")
+    builder.compile(checkpointer=saver).invoke({"n": 0}, {"configurable": {"thread_id": "tx"}})
+
+    history = list(saver.list(thread("tx")))
+    assert [t.metadata["step"] for t in history] == [2, 1, 0, -1]
+    assert all(t.parent_config == older.config for t, older in itertools.pairwise(history))
+
+
+@pytest.mark.skipif(
+    not os.environ.get("DATABASE_URL", "").startswith("postgres"),
+    reason="a database server that drops connections is PostgreSQL's case",
+)
+def test_after_the_database_dropped_its_connection_the_saver_reconnects(saver):
+    assert saver.get_tuple(thread("t")) is None
+    with connection.cursor() as cursor:  # as a restart of PostgreSQL would
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    outcomes = []
+    for _ in range(3):
+        try:
+            outcomes.append(saver.get_tuple(thread("t")))
+        except OperationalError:
+            outcomes.append("failed")
+    assert outcomes in (["failed", None, None], [None, None, None])

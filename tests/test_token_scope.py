@@ -205,10 +205,10 @@ def test_a_person_with_the_stand_ins_name_is_never_taken_for_it(project, django_
 def test_the_demo_agent_acts_for_a_member_also_when_the_demo_restarts(db, settings, tmp_path):
     settings.OVERSIGHT_ARTIFACT_ROOT = tmp_path
     call_command("seed_demo", stdout=StringIO())
-    first = DemoCommand()._agent_token()
+    first = DemoCommand()._agent_token("demo-agent")
     Api(first).post("/sessions", {"title": "First start"})
 
-    second = DemoCommand()._agent_token()  # The first token's session still points at it.
+    second = DemoCommand()._agent_token("demo-agent")  # The first token's session still points at it.
 
     demo = Project.objects.get(slug="demo")
     token = AgentToken.authenticate(second)
