@@ -137,11 +137,19 @@ def main() -> None:
     resumer = Resumer(graph, ovs, FileCursor(args.state / "cursor"))
     thread = {"configurable": {"thread_id": args.thread}}
     if graph.get_state(thread).values:
-        resumer.resume(args.thread)  # decided while this process was down
+        resumer.recover(args.thread)  # where it stopped, and what was decided meanwhile
     else:
         resumer.start({"messages": []}, args.thread)
     print("waiting for reviewers", flush=True)
-    resumer.follow(stop=lambda: not graph.get_state(thread).next, wait=10)
+
+    def cancelled() -> bool:
+        run = ovs.find_run(args.thread)
+        return run is not None and run["status"] == "cancelled"
+
+    resumer.follow(stop=lambda: not graph.get_state(thread).next or cancelled(), wait=10)
+    if cancelled():
+        print("An admin cancelled this run: stopped.", flush=True)
+        return
     print(graph.get_state(thread).values["messages"][-1].content, flush=True)
     run = ovs.find_run(args.thread)  # the thread is over: so is its run
     if run["status"] in ("queued", "running", "waiting"):

@@ -2,18 +2,23 @@
 thread whose proposals or questions were decided, and asks the reviewers the questions
 a thread's ``interrupt()`` raises."""
 
+import logging
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from langgraph.types import Command, Interrupt
 
+from oversight_client.errors import Unreachable
 from oversight_client.langgraph.node import MARK, is_ours, undecided
 from oversight_client.langgraph.requests import ask_for, resume_value
 from oversight_client.langgraph.threads import run_for_thread
 from oversight_client.sync import Oversight
 
+log = logging.getLogger(__name__)
+MAX_PAUSE = 30  # seconds between tries while Oversight is out of reach
 ENDED_REQUEST = ("answered", "rejected", "expired")  # cancelled: the run was, or we withdrew
 
 
@@ -41,6 +46,9 @@ class Resumer:
     def __init__(self, graph: Any, ovs: Oversight, cursor: FileCursor | None = None) -> None:
         self.graph, self.ovs, self.cursor = graph, ovs, cursor
         self.after = cursor.load() if cursor else 0
+        # Threads whose last resume raised, with the error: the others go on meanwhile,
+        # and the thread is tried again on its next event (or by recover()).
+        self.failed: dict[str, str] = {}
 
     def start(self, input: Any, thread_id: str) -> Any:
         """Invoke the graph on a thread and ask the reviewers what it interrupts with."""
@@ -50,21 +58,45 @@ class Resumer:
 
     def follow(self, stop: Callable[[], bool] = lambda: False, wait: int = 30) -> None:
         """Handle the feed's events as they come, until ``stop()`` (asked between long
-        polls of at most ``wait`` seconds)."""
+        polls of at most ``wait`` seconds). Oversight out of reach pauses it, longer
+        each time (up to ``MAX_PAUSE`` seconds), instead of ending it."""
+        pause = 1
         while not stop():
-            self.poll(wait)
+            try:
+                self.poll(wait)
+                pause = 1
+            except Unreachable:
+                log.warning("Oversight is out of reach: trying again in %s s", pause)
+                time.sleep(pause)
+                pause = min(pause * 2, MAX_PAUSE)
 
     def poll(self, wait: int = 0) -> int:
         """Handle one page of the feed (waiting up to ``wait`` seconds for an event);
-        returns how many threads were resumed."""
+        returns how many threads were resumed. A thread whose resume raises (a node's
+        error, a question's answer its schema refuses) is logged and kept in ``failed``;
+        the cursor moves past its event, so one thread never holds up the others."""
         page = self.ovs.events_page(self.after, wait)
         resumed = 0
         for event in page["events"]:
-            resumed += self.handle(event)
+            resumed += self.handle_safely(event)
             self.after = event["seq"]
             if self.cursor:
                 self.cursor.save(self.after)
         self.after = max(self.after, page["cursor"])
+        return resumed
+
+    def handle_safely(self, event: dict) -> bool:
+        thread = event["run_external_id"]
+        try:
+            resumed = self.handle(event)
+        except Unreachable:
+            raise  # not the thread's fault: the event is handled again
+        except Exception as error:
+            log.exception("LangGraph thread %s could not be resumed", thread)
+            self.failed[thread] = f"{type(error).__name__}: {error}"
+            return False
+        if resumed:
+            self.failed.pop(thread, None)
         return resumed
 
     def handle(self, event: dict) -> bool:
@@ -91,6 +123,21 @@ class Resumer:
             self.graph.invoke(Command(resume=values), config(thread_id))
         self.ask(thread_id)
         return bool(values)
+
+    def recover(self, thread_id: str) -> bool:
+        """After a restart: continue the thread if it stopped between steps (the process
+        died mid-step, or a node raised: nodes under Oversight repeat no effect), else
+        resume it as ``resume`` does. Not for graphs with static breakpoints
+        (``interrupt_before``/``interrupt_after``), which stop between steps on purpose."""
+        run = self.ovs.find_run(thread_id)
+        if run is not None and run["status"] == "cancelled":
+            return False
+        paused = self.graph.get_state(config(thread_id))
+        if paused.next and not paused.interrupts:
+            self.graph.invoke(None, config(thread_id))
+            self.ask(thread_id)
+            return True
+        return self.resume(thread_id)
 
     def ready(self, interrupt: Interrupt) -> tuple[bool, Any]:
         """Whether ``interrupt`` can be resumed, and with what. A paused tool node is
