@@ -5,15 +5,21 @@ feed."""
 
 import subprocess
 import sys
+from typing import TypedDict
 
 import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, StateGraph
+from langgraph.types import interrupt
 
 from oversight_client import Oversight
-from oversight_client.langgraph import Resumer, supervised_tool
+from oversight_client.langgraph import FileCursor, Resumer, supervised_tool
+from oversight_client.langgraph.resumer import config
 from runs.actors import Actor
 from runs.models import Decision, HumanRequest, Operation
+from runs.services import requests as human_requests
 from runs.services.runs import cancel_run
 from tests.langgraph_helpers import (
     ROOT,
@@ -172,3 +178,54 @@ def test_interrupt_values_become_requests_and_answers_resume_values():
     approved = {"status": "answered", "answer": {"kind": "approve"}}
     assert resume_value(human, approved) == [{"type": "accept", "args": None}]
     assert resume_value(human, rejected) == [{"type": "response", "args": "Not yet"}]
+
+
+def test_what_a_graph_interrupts_with_is_asked_within_the_server_s_limits(ovs, run_id):
+    from langgraph.types import Interrupt
+
+    from oversight_client.langgraph import ask_for
+
+    plan = {"steps": [f"step {n}: move the invoices of supplier {n}" for n in range(600)]}
+    many = {"question": "Which supplier?", "choices": [f"supplier {n}" for n in range(30)]}
+    twice = {"question": "Which one?", "choices": ["INV-7", "INV-7", "INV-42"]}
+    for n, value in enumerate((plan, many, twice, "  ")):
+        asked = ask_for(Interrupt(value=value, id=f"i-{n}"))
+        request = ovs.ask(run_id, external_id=f"i-{n}", **asked)  # the server takes each
+        assert request["status"] == "open"
+    assert ask_for(Interrupt(value=plan, id="i-0"))["prompt"] == (
+        "The agent's graph asks (in full below):"
+    )
+    assert "(cut: " in ask_for(Interrupt(value=plan, id="i-0"))["context"]
+    spelled = ask_for(Interrupt(value=many, id="i-1"))
+    assert "choices" not in spelled and "- supplier 29" in spelled["context"]
+    assert ask_for(Interrupt(value=twice, id="i-2"))["choices"] == ["INV-7", "INV-42"]
+
+
+class Said(TypedDict):
+    said: str
+
+
+def test_a_thread_that_fails_to_resume_holds_up_no_other(ovs, reviewer, tmp_path):
+    def listen(state: Said) -> Said:
+        said = interrupt("Say something")
+        if said == "boom":
+            raise RuntimeError("the node broke")
+        return {"said": said}
+
+    builder = StateGraph(Said)
+    builder.add_node("listen", listen)
+    builder.add_edge(START, "listen")
+    cursor = FileCursor(tmp_path / "cursor")
+    resumer = Resumer(builder.compile(checkpointer=InMemorySaver()), ovs, cursor)
+    for thread, said in (("t-broken", "boom"), ("t-fine", "hello")):
+        resumer.start({"said": ""}, thread)
+        request = HumanRequest.objects.get(run__external_id=thread)
+        human_requests.answer(
+            request=request, reviewer=reviewer, kind="answer", version=request.version, data=said
+        )
+
+    assert resumer.poll(wait=5) == 1
+    assert resumer.failed == {"t-broken": "RuntimeError: the node broke"}
+    assert resumer.graph.get_state(config("t-fine")).values == {"said": "hello"}
+    assert resumer.graph.get_state(config("t-broken")).next == ("listen",)
+    assert cursor.load() == resumer.after  # past both events: a restart goes on from there

@@ -16,7 +16,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command
 
 from oversight_client import Observed, Oversight
-from oversight_client.langgraph import OversightToolNode, Resumer, supervised_tool
+from oversight_client.langgraph import OversightToolNode, Resumer, run_for_thread, supervised_tool
 from runs.actions.files import workspace_of
 from runs.canonical import sha256_hex
 from runs.engine.boundaries import CLAIMED, ROLLING_BACK
@@ -304,3 +304,18 @@ def test_arguments_the_model_got_wrong_are_answered_without_a_proposal(ovs, tmp_
     assert graph.get_state(config("t-invalid")).interrupts == ()
     assert (Operation.objects.count(), Run.objects.count()) == (0, 0)
     assert paid(ledger) == []
+
+
+@pytest.mark.parametrize("node", [OversightToolNode, ToolNode])
+def test_a_call_on_a_finished_thread_s_run_is_answered_not_made(ovs, tmp_path, node):
+    run_id = run_for_thread(ovs, "t-finished")
+    ovs.finish(run_id, "completed")
+    ledger = tmp_path / "ledger.txt"
+    graph = graph_of(node([payment_tool(ovs, ledger)]), [pay("pay-1", "INV-42", 120)])
+    done = graph.invoke({"messages": [HumanMessage("Pay INV-42")]}, config("t-finished"))
+    answer = done["messages"][-2]
+    assert (answer.tool_call_id, answer.status) == ("pay-1", "error")
+    assert answer.content == (
+        f"This call was not made: run {run_id} is completed; it accepts nothing more"
+    )
+    assert not Operation.objects.exists() and paid(ledger) == []

@@ -9,7 +9,7 @@ from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from oversight_client.errors import InvalidRequest, OperationEnded
+from oversight_client.errors import InvalidRequest, OperationEnded, RunClosed
 from oversight_client.langgraph.threads import run_for_thread, thread_of
 from oversight_client.langgraph.tools import SupervisedTool
 from oversight_client.waits import operation_settled
@@ -53,8 +53,8 @@ class OversightToolNode(ToolNode):
         for tool, call_id, arguments in proposals:
             try:
                 operation = tool.propose(run_id, call_id, arguments)
-            except InvalidRequest:
-                continue  # refused (422): the tool answers the model with the reason
+            except (InvalidRequest, RunClosed):
+                continue  # refused, or the run is over: the tool answers the model why
             if undecided(operation):
                 pending.append(operation["id"])
         if not pending:

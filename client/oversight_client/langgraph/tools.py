@@ -19,6 +19,7 @@ from oversight_client.errors import (
     OperationEnded,
     PreconditionFailed,
     Rejected,
+    RunClosed,
     VerificationFailed,
     WaitTimedOut,
 )
@@ -99,6 +100,8 @@ def supervised_tool(
                 raise ToolException(outcome(ended)) from ended
             except InvalidRequest as refused:  # arguments the action itself refuses
                 raise ToolException(f"Oversight refused this call: {refused.detail}") from refused
+            except RunClosed as closed:  # the thread's run was finished or cancelled
+                raise ToolException(f"This call was not made: {closed.detail}") from closed
             operation = ovs.find_operation(run_id=run_id, call_id=call_id)
             if operation and operation["arguments"] != operation["proposed_arguments"]:
                 approved = operation["arguments"]  # in the model's order, not jsonb's
