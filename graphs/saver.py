@@ -137,11 +137,6 @@ def _config(thread_id: str, ns: str, checkpoint_id: str) -> dict:
     }
 
 
-def _metadata(value: Any) -> dict:
-    # Django's PostgreSQL backend loads jsonb as text, like SQLite's JSON.
-    return json.loads(value) if isinstance(value, str) else value
-
-
 def _placeholders(count: int) -> str:
     return ", ".join(["%s"] * count)
 
@@ -238,20 +233,20 @@ class OversightSaver(BaseCheckpointSaver[str]):
 
     # -- reading --------------------------------------------------------------------------
 
-    def _loads(self, type_: str, blob: Any) -> Any:
-        return self.serde.loads_typed((type_, bytes(blob)))
-
     def _tuple(self, row: tuple, writes: list[tuple]) -> CheckpointTuple:
-        """A CheckpointTuple from a row of LIST_COLUMNS and its pending writes' rows."""
+        """A CheckpointTuple from a row of LIST_COLUMNS and its pending writes' rows (both
+        drivers return blobs as bytes). Written out: list() builds one per checkpoint."""
         thread_id, ns, checkpoint_id, parent, type_, blob, metadata = row
+        loads = self.serde.loads_typed
         if len(writes) > 1:  # in the order LangGraph applies them
             writes = sorted(writes, key=WRITE_ORDER)
         return CheckpointTuple(
             _config(thread_id, ns, checkpoint_id),
-            self._loads(type_, blob),
-            _metadata(metadata),
+            loads((type_, blob)),
+            # JSON text on SQLite, and from Django's psycopg setup (it loads jsonb as text).
+            json.loads(metadata) if type(metadata) is str else metadata,
             _config(thread_id, ns, parent) if parent else None,
-            [(w[0], w[3], self._loads(w[4], w[5])) for w in writes],
+            [(w[0], w[3], loads((w[4], w[5]))) for w in writes],
         )
 
     def get_tuple(self, config: dict) -> CheckpointTuple | None:
