@@ -208,7 +208,8 @@ def test_the_demo_agent_acts_for_a_member_also_when_the_demo_restarts(db, settin
     first = DemoCommand()._agent_token("demo-agent")
     Api(first).post("/sessions", {"title": "First start"})
 
-    second = DemoCommand()._agent_token("demo-agent")  # The first token's session still points at it.
+    # The first token's session still points at it.
+    second = DemoCommand()._agent_token("demo-agent")
 
     demo = Project.objects.get(slug="demo")
     token = AgentToken.authenticate(second)
