@@ -3,7 +3,6 @@ the function's own arguments only; the call is proposed with the tool call's id 
 ``call_id`` in the thread's run, and carried out by the client's supervised-tool steps
 (``Oversight.tool``), so a repeated call never repeats an effect."""
 
-import json
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -13,18 +12,14 @@ from langchain_core.tools.base import create_schema_from_function
 from pydantic import ValidationError, create_model
 
 from oversight_client.errors import (
-    Cancelled,
-    Expired,
     InvalidRequest,
     OperationEnded,
-    PreconditionFailed,
-    Rejected,
     RunClosed,
-    VerificationFailed,
     WaitTimedOut,
 )
 from oversight_client.langgraph.threads import run_for_thread, thread_of
 from oversight_client.sync import Oversight
+from oversight_client.told import edited, in_order, outcome
 
 CALL_ID = "oversight_call_id"  # the injected field: never in the model's schema
 
@@ -104,9 +99,7 @@ def supervised_tool(
                 raise ToolException(f"This call was not made: {closed.detail}") from closed
             operation = ovs.find_operation(run_id=run_id, call_id=call_id)
             if operation and operation["arguments"] != operation["proposed_arguments"]:
-                approved = operation["arguments"]  # in the model's order, not jsonb's
-                ordered = {name: approved[name] for name in arguments if name in approved}
-                return edited(ordered | approved, output)
+                return edited(in_order(operation["arguments"], arguments), output)
             return output
 
         return SupervisedTool(
@@ -125,28 +118,3 @@ def supervised_tool(
         )
 
     return decorate
-
-
-def as_text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, default=str)
-
-
-def edited(arguments: dict, output: Any) -> str:
-    """What the model reads when a reviewer edited its arguments before approving."""
-    return f"A reviewer changed your arguments to {as_text(arguments)}. Result: {as_text(output)}"
-
-
-def outcome(ended: Exception) -> str:
-    """What the model reads when its call ended without the effect."""
-    if isinstance(ended, Rejected):
-        said = f"A reviewer rejected this call: {ended.reason or 'no reason given'}"
-        return f"{said}. They suggest: {ended.reply}" if ended.reply else said
-    if isinstance(ended, WaitTimedOut | Expired):
-        return "Nobody decided on this call in time: it was not made."
-    if isinstance(ended, Cancelled):
-        return f"This call was cancelled ({ended.detail}): it was not made."
-    if isinstance(ended, PreconditionFailed):
-        return f"This call was not made: its precondition failed: {ended.reason}"
-    if isinstance(ended, VerificationFailed):
-        return f"This call's effect could not be verified ({ended.outcome}): {ended.detail}"
-    return f"This call failed, its effect did not happen: {getattr(ended, 'detail', ended)}"

@@ -1,0 +1,136 @@
+"""The OpenAI Agents SDK adapter against a live server, with the SDK's scripted model
+(no key, no network): a call waiting for reviewers interrupts the run; approved, it runs
+once with the approved arguments; rejected, the model reads the reviewer's reason."""
+
+import asyncio
+import json
+
+import pytest
+from agents import Agent, Runner, set_tracing_disabled
+from agents.testing import ScriptedModel, assistant_message, function_call
+
+from oversight_client import AsyncOversight, Observed
+from oversight_client.openai_agents import OversightRunner, in_run, supervised_function_tool
+from oversight_client.openai_agents.runner import STATE
+from runs.models import CheckpointArtifact, Decision, Operation
+from tests.client_helpers import client_for
+from tests.helpers import decide_on
+
+pytest_plugins = ["tests.client_helpers"]
+
+set_tracing_disabled(True)
+
+
+@pytest.fixture
+def aovs(live_server, client_token) -> AsyncOversight:
+    return client_for(live_server, client_token, AsyncOversight)
+
+
+@pytest.fixture
+def run_id(aovs) -> int:
+    async def start() -> int:
+        session = await aovs.open_session(title="Payments", external_id="oa-thread")
+        return (await aovs.start_run(session["id"], goal="Pay the supplier"))["id"]
+
+    return asyncio.run(start())
+
+
+def payer(aovs: AsyncOversight, ledger: list) -> Agent:
+    async def paid(arguments: dict, key: str) -> Observed:
+        return Observed("applied") if key in [k for k, _ in ledger] else Observed("absent")
+
+    @supervised_function_tool(aovs, action="invoices.pay", rollback_kind="none", verify=paid)
+    async def pay_invoice(invoice: str, amount: int, *, idempotency_key: str) -> dict:
+        """Pay a supplier invoice."""
+        ledger.append((idempotency_key, (invoice, amount)))
+        return {"paid": invoice, "amount": amount}
+
+    model = ScriptedModel(
+        [
+            [function_call("pay_invoice", {"invoice": "INV-7", "amount": 45}, call_id="pay-1")],
+            [assistant_message("Reported.")],
+        ]
+    )
+    return Agent(name="payer", model=model, tools=[pay_invoice])
+
+
+def tool_output(result) -> str:
+    return next(i.output for i in result.new_items if i.type == "tool_call_output_item")
+
+
+def run_until_decided(agent: Agent, run_id: int, decide) -> tuple:
+    async def go():
+        with in_run(run_id):
+            paused = await Runner.run(agent, "Pay INV-7")
+        assert [i.raw_item.call_id for i in paused.interruptions] == ["pay-1"]
+        await asyncio.to_thread(decide)
+        state = paused.to_state()
+        return state, paused.interruptions[0]
+
+    return asyncio.run(go())
+
+
+def resume(agent: Agent, run_id: int, state):
+    async def go():
+        with in_run(run_id):
+            return await Runner.run(agent, state)
+
+    return asyncio.run(go())
+
+
+def test_an_approved_call_runs_once_after_the_interruption(aovs, run_id, reviewer):
+    ledger = []
+    agent = payer(aovs, ledger)
+    state, item = run_until_decided(
+        agent, run_id, lambda: decide_on(Operation.objects.get(call_id="pay-1"), reviewer)
+    )
+    assert ledger == []
+    state.approve(item)
+    done = resume(agent, run_id, state)
+    assert json.loads(tool_output(done)) == {"paid": "INV-7", "amount": 45}
+    assert done.final_output == "Reported."
+    assert [entry for _, entry in ledger] == [("INV-7", 45)]
+    assert Operation.objects.get(call_id="pay-1").status == "committed"
+
+
+def test_an_edit_reaches_the_model_in_the_tool_output(aovs, run_id, reviewer):
+    ledger = []
+    agent = payer(aovs, ledger)
+    edited = {"invoice": "INV-7", "amount": 40}
+    state, item = run_until_decided(
+        agent,
+        run_id,
+        lambda: decide_on(
+            Operation.objects.get(call_id="pay-1"), reviewer, Decision.Kind.EDIT, arguments=edited
+        ),
+    )
+    state.approve(item)
+    done = resume(agent, run_id, state)
+    assert tool_output(done) == (
+        'A reviewer changed your arguments to {"invoice": "INV-7", "amount": 40}. '
+        'Result: {"paid": "INV-7", "amount": 40}'
+    )
+    assert [entry for _, entry in ledger] == [("INV-7", 40)]
+
+
+def test_the_runner_keeps_the_paused_state_on_the_run_and_a_rejection_reaches_the_model(
+    aovs, run_id, reviewer
+):
+    ledger = []
+    runner = OversightRunner(payer(aovs, ledger), aovs)
+    assert asyncio.run(runner.run("Pay INV-7", run_id)) is None  # waits for reviewers
+    assert asyncio.run(runner.resume(run_id)) is None  # nothing decided yet
+    stored = CheckpointArtifact.objects.get(checkpoint__run_id=run_id)
+    assert (stored.name, stored.media_type) == (STATE, "application/json")
+
+    decide_on(
+        Operation.objects.get(call_id="pay-1"),
+        reviewer,
+        Decision.Kind.REJECT,
+        comment="INV-7 has a credit note",
+    )
+    done = asyncio.run(runner.resume(run_id))
+    assert tool_output(done) == "A reviewer rejected this call: INV-7 has a credit note"
+    assert done.final_output == "Reported."
+    assert ledger == []
+    assert asyncio.run(runner.resume(run_id)) is None  # resumed once: nothing left
