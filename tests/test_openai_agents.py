@@ -10,6 +10,7 @@ from agents import Agent, Runner, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from oversight_client import AsyncOversight, Observed
+from oversight_client.cursor import FileCursor
 from oversight_client.openai_agents import OversightRunner, in_run, supervised_function_tool
 from oversight_client.openai_agents.runner import STATE
 from runs.models import CheckpointArtifact, Decision, Operation
@@ -134,3 +135,26 @@ def test_the_runner_keeps_the_paused_state_on_the_run_and_a_rejection_reaches_th
     assert done.final_output == "Reported."
     assert ledger == []
     assert asyncio.run(runner.resume(run_id)) is None  # resumed once: nothing left
+
+
+def test_the_runner_follows_the_feed_and_resumes_once_decided(aovs, run_id, reviewer, tmp_path):
+    ledger = []
+    runner = OversightRunner(payer(aovs, ledger), aovs, FileCursor(tmp_path / "cursor"))
+    assert asyncio.run(runner.run("Pay INV-7", run_id)) is None
+    assert asyncio.run(runner.poll()) == 0  # nothing decided
+    decide_on(Operation.objects.get(call_id="pay-1"), reviewer)
+    assert asyncio.run(runner.poll(wait=5)) == 1
+    assert runner.results[run_id].final_output == "Reported."
+    assert [entry for _, entry in ledger] == [("INV-7", 45)]
+    assert FileCursor(tmp_path / "cursor").load() == runner.after
+    assert asyncio.run(runner.poll()) == 0  # its committed events resume nothing
+
+
+def test_the_model_never_sees_the_idempotency_key(aovs):
+    tool = payer(aovs, []).tools[0]
+    assert tool.params_json_schema["properties"] == {
+        "invoice": {"title": "Invoice", "type": "string"},
+        "amount": {"title": "Amount", "type": "integer"},
+    }
+    assert tool.params_json_schema["required"] == ["invoice", "amount"]
+    assert (tool.name, tool.description) == ("pay_invoice", "Pay a supplier invoice.")

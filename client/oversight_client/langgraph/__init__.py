@@ -15,9 +15,10 @@ except ImportError as missing:  # pragma: no cover - depends on what is installe
         'oversight_client.langgraph needs LangGraph: pip install "oversight-client[langgraph]"'
     ) from missing
 
+from oversight_client.cursor import FileCursor
 from oversight_client.langgraph.node import OversightToolNode
 from oversight_client.langgraph.requests import ask_for, resume_value
-from oversight_client.langgraph.resumer import FileCursor, Resumer
+from oversight_client.langgraph.resumer import Resumer
 from oversight_client.langgraph.threads import run_for_thread
 from oversight_client.langgraph.tools import SupervisedTool, supervised_tool
 

@@ -3,14 +3,13 @@ thread whose proposals or questions were decided, and asks the reviewers the que
 a thread's ``interrupt()`` raises."""
 
 import logging
-import os
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from langgraph.types import Command, Interrupt
 
+from oversight_client.cursor import FileCursor
 from oversight_client.errors import Unreachable
 from oversight_client.langgraph.node import MARK, is_ours, undecided
 from oversight_client.langgraph.requests import ask_for, resume_value
@@ -20,22 +19,6 @@ from oversight_client.sync import Oversight
 log = logging.getLogger(__name__)
 MAX_PAUSE = 30  # seconds between tries while Oversight is out of reach
 ENDED_REQUEST = ("answered", "rejected", "expired")  # cancelled: the run was, or we withdrew
-
-
-class FileCursor:
-    """The feed's cursor kept in a file, so that a restarted resumer goes on from the
-    last event it handled (written after each one, atomically)."""
-
-    def __init__(self, path: str | os.PathLike) -> None:
-        self.path = Path(path)
-
-    def load(self) -> int:
-        return int(self.path.read_text()) if self.path.exists() else 0
-
-    def save(self, seq: int) -> None:
-        partial = self.path.with_suffix(".partial")
-        partial.write_text(str(seq))
-        os.replace(partial, self.path)
 
 
 class Resumer:

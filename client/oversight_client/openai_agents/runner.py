@@ -7,25 +7,78 @@ Once reviewers decided every call it waits for, the state is resumed: approved c
 run (once, with the approved arguments), the others are rejected with what ended them,
 a reviewer's reason included, for the model to read."""
 
+import asyncio
+import logging
+from collections.abc import Callable
 from typing import Any
 
 from agents import Agent, Runner, RunResult, RunState
 
 from oversight_client.aio import AsyncOversight
-from oversight_client.errors import ENDED
+from oversight_client.cursor import FileCursor
+from oversight_client.errors import ENDED, Unreachable
 from oversight_client.openai_agents.tools import in_run
 from oversight_client.told import outcome
 
+log = logging.getLogger(__name__)
+MAX_PAUSE = 30  # seconds between tries while Oversight is out of reach
 STATE = "openai-agents-run-state.json"
 MARK = "openai_agents_state"  # the data key of the run's message naming its stored state
 GOING_ON = ("approved", "in_flight", "committed")  # approved: the call's body carries on
 
 
 class OversightRunner:
-    """Runs ``agent`` in Oversight runs, with ``ovs`` (the supervised tools' client)."""
+    """Runs ``agent`` in Oversight runs, with ``ovs`` (the supervised tools' client), and
+    follows the token's feed to resume them as reviewers decide (``cursor``, e.g. a
+    ``FileCursor``, keeps its place across restarts)."""
 
-    def __init__(self, agent: Agent, ovs: AsyncOversight) -> None:
-        self.agent, self.ovs = agent, ovs
+    def __init__(self, agent: Agent, ovs: AsyncOversight, cursor: FileCursor | None = None):
+        self.agent, self.ovs, self.cursor = agent, ovs, cursor
+        self.after = cursor.load() if cursor else 0
+        self.results: dict[int, RunResult] = {}  # the runs that ended while followed
+        self.failed: dict[int, str] = {}  # runs whose resume raised, with the error
+
+    async def follow(self, stop: Callable[[], bool] = lambda: False, wait: int = 30) -> None:
+        """Resume runs as their calls are decided, until ``stop()`` (asked between long
+        polls of at most ``wait`` seconds); Oversight out of reach pauses, not ends, it."""
+        pause = 1
+        while not stop():
+            try:
+                await self.poll(wait)
+                pause = 1
+            except Unreachable:
+                log.warning("Oversight is out of reach: trying again in %s s", pause)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, MAX_PAUSE)
+
+    async def poll(self, wait: int = 0) -> int:
+        """Handle one page of the feed; returns how many runs were resumed. A run whose
+        resume raises is logged and kept in ``failed``: it holds up no other."""
+        page = await self.ovs.events_page(self.after, wait)
+        resumed = 0
+        for event in page["events"]:
+            if event["event"] == "operation.status" and event["to_status"] != "proposed":
+                resumed += await self._resume_safely(event["run"])
+            self.after = event["seq"]
+            if self.cursor:
+                self.cursor.save(self.after)
+        self.after = max(self.after, page["cursor"])
+        return resumed
+
+    async def _resume_safely(self, run_id: int) -> bool:
+        try:
+            ran, result = await self._resume(run_id)
+        except Unreachable:
+            raise
+        except Exception as error:
+            log.exception("run %s could not be resumed", run_id)
+            self.failed[run_id] = f"{type(error).__name__}: {error}"
+            return False
+        if result is not None:
+            self.results[run_id] = result
+        if ran:
+            self.failed.pop(run_id, None)
+        return ran
 
     async def run(self, input: Any, run_id: int) -> RunResult | None:
         """Run the agent; its result, or None while calls wait for reviewers."""
@@ -35,17 +88,21 @@ class OversightRunner:
 
     async def resume(self, run_id: int) -> RunResult | None:
         """Resume the run's stored state if every call it waits for is decided; its
-        result, or None while it still waits (or has nothing to resume)."""
+        result, or None while it waits (again) or has nothing to resume."""
+        return (await self._resume(run_id))[1]
+
+    async def _resume(self, run_id: int) -> tuple[bool, RunResult | None]:
+        """Whether the agent ran again, and its result if it ended."""
         sha256 = await self._stored(run_id)
         if sha256 is None:
-            return None
+            return False, None
         text = (await self.ovs.fetch_artifact(sha256)).decode()
         state = await RunState.from_string(self.agent, text)
         decided = []
         for item in state.get_interruptions():
             operation = await self.ovs.find_operation(run_id=run_id, call_id=item.raw_item.call_id)
             if operation is None or operation["status"] == "proposed":
-                return None
+                return False, None
             decided.append((item, operation))
         for item, operation in decided:
             if operation["status"] in GOING_ON:
@@ -56,7 +113,7 @@ class OversightRunner:
         await self.ovs.message(run_id, "The agent's run resumed.", data={MARK: None})
         with in_run(run_id):
             result = await Runner.run(self.agent, state)
-        return await self._settle(run_id, result)
+        return True, await self._settle(run_id, result)
 
     async def _settle(self, run_id: int, result: RunResult) -> RunResult | None:
         if not result.interruptions:
