@@ -4,16 +4,21 @@ once with the approved arguments; rejected, the model reads the reviewer's reaso
 
 import asyncio
 import json
+from datetime import timedelta
 
 import pytest
 from agents import Agent, Runner, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
+from django.utils import timezone
 
 from oversight_client import AsyncOversight, Observed
 from oversight_client.cursor import FileCursor
 from oversight_client.openai_agents import OversightRunner, in_run, supervised_function_tool
 from oversight_client.openai_agents.runner import STATE
-from runs.models import CheckpointArtifact, Decision, Operation
+from runs.actors import Actor
+from runs.models import CheckpointArtifact, Decision, Operation, Run
+from runs.services.decisions import expire_if_due
+from runs.services.runs import cancel_run
 from tests.client_helpers import client_for
 from tests.helpers import decide_on
 
@@ -158,3 +163,23 @@ def test_the_model_never_sees_the_idempotency_key(aovs):
     }
     assert tool.params_json_schema["required"] == ["invoice", "amount"]
     assert (tool.name, tool.description) == ("pay_invoice", "Pay a supplier invoice.")
+
+
+def test_a_call_nobody_decided_in_time_fails_closed(aovs, run_id):
+    ledger = []
+    runner = OversightRunner(payer(aovs, ledger), aovs)
+    assert asyncio.run(runner.run("Pay INV-7", run_id)) is None
+    assert expire_if_due(Operation.objects.get(call_id="pay-1"), timezone.now() + timedelta(days=9))
+    assert asyncio.run(runner.poll(wait=5)) == 1
+    done = runner.results[run_id]
+    assert tool_output(done) == "Nobody decided on this call in time: it was not made."
+    assert ledger == []
+
+
+def test_a_cancelled_run_is_not_resumed(aovs, run_id, admin_user):
+    ledger = []
+    runner = OversightRunner(payer(aovs, ledger), aovs)
+    assert asyncio.run(runner.run("Pay INV-7", run_id)) is None
+    cancel_run(run=Run.objects.get(pk=run_id), actor=Actor.of_user(admin_user), reason="stop")
+    assert asyncio.run(runner.poll(wait=5)) == 0
+    assert (runner.results, runner.failed, ledger) == ({}, {}, [])

@@ -92,7 +92,10 @@ class OversightRunner:
         return (await self._resume(run_id))[1]
 
     async def _resume(self, run_id: int) -> tuple[bool, RunResult | None]:
-        """Whether the agent ran again, and its result if it ended."""
+        """Whether the agent ran again, and its result if it ended. A cancelled run's
+        agent never runs again."""
+        if (await self.ovs.run(run_id))["status"] == "cancelled":
+            return False, None
         sha256 = await self._stored(run_id)
         if sha256 is None:
             return False, None
