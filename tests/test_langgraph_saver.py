@@ -241,13 +241,15 @@ def test_two_processes_writing_at_once_lose_nothing(project, threads):
     assert len(list(saver.list(None))) == 2 * count
 
 
-def test_the_server_never_imports_langgraph(db):
+def test_the_server_never_imports_an_agent_framework(db):
     """Django's start-up, the URLs (every view) and the run services load no LangGraph
-    module: only graphs.saver and graphs.decode do, when asked for."""
+    or OpenAI Agents SDK module: only graphs.saver and graphs.decode load LangGraph,
+    when asked for."""
+    frameworks = "('lang', 'agents', 'openai')"
     probe = (
         "import sys, django; django.setup(); "
         "import oversight.urls, runs.transitions, runs.services.runs, graphs.models; "
-        "print(sorted({m.split('.')[0] for m in sys.modules if m.startswith('lang')}))"
+        f"print(sorted({{m.split('.')[0] for m in sys.modules if m.startswith({frameworks})}}))"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe], cwd=ROOT, env=child_env(), capture_output=True, text=True

@@ -41,8 +41,8 @@ def run_example(live_server, project, owner, tmp_path):
     return run
 
 
-def test_the_chapter_marks_a_sync_an_async_and_a_langgraph_example():
-    assert set(examples()) == {"sync", "async", "langgraph"}
+def test_the_chapter_marks_its_examples():
+    assert set(examples()) == {"sync", "async", "langgraph", "openai_agents"}
 
 
 def test_the_langgraph_example_is_under_30_lines_of_code():
@@ -87,3 +87,12 @@ def test_the_langgraph_example(run_example, reviewer):
         "Pay a supplier invoice.",
     )
     assert op.arguments == {"invoice": "INV-7", "amount": 120}
+
+
+def test_the_openai_agents_example(run_example, reviewer):
+    with deciding(reviewer, "pay-1"):
+        shown = run_example("openai_agents")
+    assert shown == "Paid.\n"
+    op = Operation.objects.get(call_id="pay-1")
+    assert (op.status, op.arguments) == ("committed", {"invoice": "INV-7", "amount": 45})
+    assert op.run.status == "completed"
