@@ -16,7 +16,7 @@ from oversight_client.cursor import FileCursor
 from oversight_client.openai_agents import OversightRunner, in_run, supervised_function_tool
 from oversight_client.openai_agents.runner import STATE
 from runs.actors import Actor
-from runs.models import CheckpointArtifact, Decision, Operation, Run
+from runs.models import ApprovalPolicy, CheckpointArtifact, Decision, Operation, Run
 from runs.services.decisions import expire_if_due
 from runs.services.runs import cancel_run
 from tests.client_helpers import client_for
@@ -183,3 +183,57 @@ def test_a_cancelled_run_is_not_resumed(aovs, run_id, admin_user):
     cancel_run(run=Run.objects.get(pk=run_id), actor=Actor.of_user(admin_user), reason="stop")
     assert asyncio.run(runner.poll(wait=5)) == 0
     assert (runner.results, runner.failed, ledger) == ({}, {}, [])
+
+
+def test_the_runner_mirrors_the_turns_into_the_run_s_messages(aovs, run_id, reviewer):
+    runner = OversightRunner(payer(aovs, []), aovs)
+    asyncio.run(runner.run("Pay INV-7", run_id))
+    decide_on(Operation.objects.get(call_id="pay-1"), reviewer)
+    asyncio.run(runner.resume(run_id))
+    said = [
+        (m.kind, m.payload["text"])
+        for m in Run.objects.get(pk=run_id).messages.order_by("seq")
+        if not (m.payload.get("data") or {})
+    ]
+    assert said == [
+        ("user", "Pay INV-7"),
+        ("tool", 'pay_invoice: {"paid": "INV-7", "amount": 45}'),
+        ("agent", "Reported."),
+    ]
+
+
+def test_a_call_a_policy_approved_runs_at_once_beside_one_that_waits(
+    aovs, run_id, reviewer, project
+):
+    """The SDK runs a turn's calls that need no approval before it returns the
+    interruption: the auto-approved payment runs then, once, and not again on resume."""
+    ApprovalPolicy.objects.create(
+        project=project,
+        action="invoices.pay",
+        approvals_required=ApprovalPolicy.Approvals.AUTO,
+        when_argument="amount",
+        when_operator="lt",
+        when_value=50,
+    )
+    ledger = []
+    agent = payer(aovs, ledger)
+    agent.model = ScriptedModel(
+        [
+            [
+                function_call("pay_invoice", {"invoice": "INV-7", "amount": 45}, call_id="small"),
+                function_call("pay_invoice", {"invoice": "INV-42", "amount": 120}, call_id="big"),
+            ],
+            [assistant_message("Reported.")],
+        ]
+    )
+    runner = OversightRunner(agent, aovs)
+    assert asyncio.run(runner.run("Pay both", run_id)) is None
+    assert [entry for _, entry in ledger] == [("INV-7", 45)]  # ran before the interruption
+    decide_on(Operation.objects.get(call_id="big"), reviewer)
+    done = asyncio.run(runner.resume(run_id))
+    assert done.final_output == "Reported."
+    assert [entry for _, entry in ledger] == [("INV-7", 45), ("INV-42", 120)]
+    assert set(Operation.objects.values_list("call_id", "status")) == {
+        ("small", "committed"),
+        ("big", "committed"),
+    }

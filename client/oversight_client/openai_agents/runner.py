@@ -12,19 +12,38 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from agents import Agent, Runner, RunResult, RunState
+from agents import Agent, RunHooks, Runner, RunResult, RunState
 
 from oversight_client.aio import AsyncOversight
 from oversight_client.cursor import FileCursor
 from oversight_client.errors import ENDED, Unreachable
 from oversight_client.openai_agents.tools import in_run
-from oversight_client.told import outcome
+from oversight_client.told import as_text, outcome
 
 log = logging.getLogger(__name__)
 MAX_PAUSE = 30  # seconds between tries while Oversight is out of reach
 STATE = "openai-agents-run-state.json"
+MESSAGE_CHARS = 20_000  # a mirrored turn, at most (the server takes 100,000)
 MARK = "openai_agents_state"  # the data key of the run's message naming its stored state
 GOING_ON = ("approved", "in_flight", "committed")  # approved: the call's body carries on
+
+
+class RunMirror(RunHooks):
+    """The agent's turns, as the reviewers read them beside its proposals: what each tool
+    answered and what the agent concluded, as messages of the run."""
+
+    def __init__(self, ovs: AsyncOversight, run_id: int) -> None:
+        self.ovs, self.run_id = ovs, run_id
+
+    async def on_tool_end(self, context: Any, agent: Agent, tool: Any, result: object) -> None:
+        await self._say("tool", f"{tool.name}: {as_text(result)}")
+
+    async def on_agent_end(self, context: Any, agent: Agent, output: Any) -> None:
+        await self._say("agent", as_text(output))
+
+    async def _say(self, kind: str, text: str) -> None:
+        cut = text if len(text) <= MESSAGE_CHARS else f"{text[: MESSAGE_CHARS - 1]}…"
+        await self.ovs.message(self.run_id, cut, kind=kind)
 
 
 class OversightRunner:
@@ -82,8 +101,10 @@ class OversightRunner:
 
     async def run(self, input: Any, run_id: int) -> RunResult | None:
         """Run the agent; its result, or None while calls wait for reviewers."""
+        if isinstance(input, str):
+            await self.ovs.message(run_id, input, kind="user")
         with in_run(run_id):
-            result = await Runner.run(self.agent, input)
+            result = await Runner.run(self.agent, input, hooks=RunMirror(self.ovs, run_id))
         return await self._settle(run_id, result)
 
     async def resume(self, run_id: int) -> RunResult | None:
@@ -115,7 +136,7 @@ class OversightRunner:
                 state.reject(item, rejection_message=outcome(ended))
         await self.ovs.message(run_id, "The agent's run resumed.", data={MARK: None})
         with in_run(run_id):
-            result = await Runner.run(self.agent, state)
+            result = await Runner.run(self.agent, state, hooks=RunMirror(self.ovs, run_id))
         return True, await self._settle(run_id, result)
 
     async def _settle(self, run_id: int, result: RunResult) -> RunResult | None:
