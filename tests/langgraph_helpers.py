@@ -3,9 +3,7 @@ the test's process (a ``Resumer`` polled by the test) or run as a child process,
 reviewers acting through the services as the pages do."""
 
 import importlib.util
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 from graphs.saver import OversightSaver
@@ -13,7 +11,7 @@ from oversight_client.langgraph import Resumer
 from runs.models import HumanRequest, Operation, Run
 from runs.services import requests as human_requests
 from tests.helpers import decide_on
-from tests.processes import child_env
+from tests.processes import agent_child
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,34 +68,7 @@ def agent_process(base: str, token: str, thread: str, state: Path, *options: str
     """The example agent as a child process (tests/langgraph_child.py) on ``thread``,
     with the example's ``options`` (``--checkpointer oversight``, ``--project``…) and
     ``env`` added to its environment."""
-    return subprocess.Popen(
-        [sys.executable, "tests/langgraph_child.py", base, thread, "--state", str(state), *options],
-        cwd=ROOT,
-        env={**child_env(), "PYTHONPATH": str(ROOT), "OVERSIGHT_TOKEN": token, **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def said(process: subprocess.Popen) -> str:
-    """The agent's next line; its error output if it said nothing (it died)."""
-    line = process.stdout.readline().strip()
-    if not line:
-        process.kill()
-        raise AssertionError(f"the agent said nothing: {process.stderr.read()[-3000:]}")
-    return line
-
-
-def eventually(find, what: str, process: subprocess.Popen, seconds: float = 30):
-    """``find()``'s first true value, polled while the agent ``process`` lives."""
-    deadline = time.monotonic() + seconds
-    while not (found := find()):
-        if process.poll() is not None:
-            raise AssertionError(f"the agent exited before {what}: {process.stderr.read()[-3000:]}")
-        assert time.monotonic() < deadline, f"{what} never happened"
-        time.sleep(0.1)
-    return found
+    return agent_child("tests/langgraph_child.py", base, token, thread, state, *options, **env)
 
 
 def conversation(project, thread: str) -> list[tuple]:

@@ -76,3 +76,39 @@ def take_over(**env: str) -> None:
     time.sleep(CHILD_LEASE_LAPSED)
     done = manage("runworker", "--once", "--lease-seconds", "5", **env)
     assert done.returncode == 0, done.stderr
+
+
+def agent_child(
+    script: str, base: str, token: str, name: str, state: Path, *options: str, **env: str
+) -> subprocess.Popen:
+    """An example agent as a child process (``script``, a test's wrapper around it) on
+    the run or thread ``name``, keeping its files in ``state``, with ``options`` and
+    ``env`` added to its environment."""
+    return subprocess.Popen(
+        [sys.executable, script, base, name, "--state", str(state), *options],
+        cwd=ROOT,
+        env={**child_env(), "PYTHONPATH": str(ROOT), "OVERSIGHT_TOKEN": token, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def said(process: subprocess.Popen) -> str:
+    """The agent's next line; its error output if it said nothing (it died)."""
+    line = process.stdout.readline().strip()
+    if not line:
+        process.kill()
+        raise AssertionError(f"the agent said nothing: {process.stderr.read()[-3000:]}")
+    return line
+
+
+def eventually(find, what: str, process: subprocess.Popen, seconds: float = 30):
+    """``find()``'s first true value, polled while the agent ``process`` lives."""
+    deadline = time.monotonic() + seconds
+    while not (found := find()):
+        if process.poll() is not None:
+            raise AssertionError(f"the agent exited before {what}: {process.stderr.read()[-3000:]}")
+        assert time.monotonic() < deadline, f"{what} never happened"
+        time.sleep(0.1)
+    return found

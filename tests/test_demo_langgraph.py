@@ -11,8 +11,8 @@ from graphs.models import GraphCheckpoint
 from runs.management.commands.demo import LANGGRAPH_THREADS
 from runs.models import HumanRequest, Operation, Run
 from tests.helpers import decide_on
-from tests.langgraph_helpers import choose, eventually
-from tests.processes import manage
+from tests.langgraph_helpers import choose
+from tests.processes import eventually, manage
 from tests.test_demo_chaos import free_port, start
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]

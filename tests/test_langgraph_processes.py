@@ -6,7 +6,8 @@ import pytest
 
 from runs.models import AgentToken, HumanRequest, Operation
 from tests.helpers import decide_on
-from tests.langgraph_helpers import agent_process, choose, eventually, said
+from tests.langgraph_helpers import agent_process, choose
+from tests.processes import eventually, said
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 

@@ -13,7 +13,8 @@ from playwright.sync_api import Page, expect
 from graphs.models import GraphCheckpoint
 from runs.models import AgentToken, HumanRequest, Operation, Run
 from tests.browser.conftest import screenshot, sign_in
-from tests.langgraph_helpers import agent_process, choose, conversation, eventually, said
+from tests.langgraph_helpers import agent_process, choose, conversation
+from tests.processes import eventually, said
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
