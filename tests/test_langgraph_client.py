@@ -228,4 +228,4 @@ def test_a_thread_that_fails_to_resume_holds_up_no_other(ovs, reviewer, tmp_path
     assert resumer.failed == {"t-broken": "RuntimeError: the node broke"}
     assert resumer.graph.get_state(config("t-fine")).values == {"said": "hello"}
     assert resumer.graph.get_state(config("t-broken")).next == ("listen",)
-    assert cursor.load() == resumer.after  # past both events: a restart goes on from there
+    assert cursor.load() == resumer.feed.after  # past both events: a restart goes on from there

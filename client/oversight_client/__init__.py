@@ -38,6 +38,7 @@ from oversight_client.errors import (
     VerificationFailed,
     WaitTimedOut,
 )
+from oversight_client.follower import Follower
 from oversight_client.sync import Oversight
 from oversight_client.tools import Observed
 
@@ -47,6 +48,7 @@ __all__ = [
     "Conflict",
     "Expired",
     "Failed",
+    "Follower",
     "InvalidRequest",
     "InvalidResponse",
     "NotFound",

@@ -2,22 +2,18 @@
 thread whose proposals or questions were decided, and asks the reviewers the questions
 a thread's ``interrupt()`` raises."""
 
-import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
 from langgraph.types import Command, Interrupt
 
 from oversight_client.cursor import FileCursor
-from oversight_client.errors import Unreachable
+from oversight_client.follower import Follower, decides
 from oversight_client.langgraph.node import MARK, is_ours, undecided
 from oversight_client.langgraph.requests import ask_for, resume_value
 from oversight_client.langgraph.threads import run_for_thread
 from oversight_client.sync import Oversight
 
-log = logging.getLogger(__name__)
-MAX_PAUSE = 30  # seconds between tries while Oversight is out of reach
 ENDED_REQUEST = ("answered", "rejected", "expired")  # cancelled: the run was, or we withdrew
 
 
@@ -27,11 +23,8 @@ class Resumer:
     resumed. Without a ``cursor``, the feed is followed from its start."""
 
     def __init__(self, graph: Any, ovs: Oversight, cursor: FileCursor | None = None) -> None:
-        self.graph, self.ovs, self.cursor = graph, ovs, cursor
-        self.after = cursor.load() if cursor else 0
-        # Threads whose last resume raised, with the error: the others go on meanwhile,
-        # and the thread is tried again on its next event (or by recover()).
-        self.failed: dict[str, str] = {}
+        self.graph, self.ovs = graph, ovs
+        self.feed = Follower(self.handle, lambda event: event["run_external_id"], cursor)
 
     def start(self, input: Any, thread_id: str) -> Any:
         """Invoke the graph on a thread and ask the reviewers what it interrupts with."""
@@ -41,54 +34,25 @@ class Resumer:
 
     def follow(self, stop: Callable[[], bool] = lambda: False, wait: int = 30) -> None:
         """Handle the feed's events as they come, until ``stop()`` (asked between long
-        polls of at most ``wait`` seconds). Oversight out of reach pauses it, longer
-        each time (up to ``MAX_PAUSE`` seconds), instead of ending it."""
-        pause = 1
-        while not stop():
-            try:
-                self.poll(wait)
-                pause = 1
-            except Unreachable:
-                log.warning("Oversight is out of reach: trying again in %s s", pause)
-                time.sleep(pause)
-                pause = min(pause * 2, MAX_PAUSE)
+        polls of at most ``wait`` seconds); Oversight out of reach pauses it."""
+        self.ovs.follow(self.feed, stop, wait)
 
     def poll(self, wait: int = 0) -> int:
-        """Handle one page of the feed (waiting up to ``wait`` seconds for an event);
-        returns how many threads were resumed. A thread whose resume raises (a node's
-        error, a question's answer its schema refuses) is logged and kept in ``failed``;
-        the cursor moves past its event, so one thread never holds up the others."""
-        page = self.ovs.events_page(self.after, wait)
-        resumed = 0
-        for event in page["events"]:
-            resumed += self.handle_safely(event)
-            self.after = event["seq"]
-            if self.cursor:
-                self.cursor.save(self.after)
-        self.after = max(self.after, page["cursor"])
-        return resumed
+        """Handle one page of the feed; returns how many threads were resumed. A thread
+        whose resume raises (a node's error, a question's answer its schema refuses) is
+        logged and kept in ``failed``; one thread never holds up the others."""
+        return self.ovs.poll(self.feed, wait)
 
-    def handle_safely(self, event: dict) -> bool:
-        thread = event["run_external_id"]
-        try:
-            resumed = self.handle(event)
-        except Unreachable:
-            raise  # not the thread's fault: the event is handled again
-        except Exception as error:
-            log.exception("LangGraph thread %s could not be resumed", thread)
-            self.failed[thread] = f"{type(error).__name__}: {error}"
-            return False
-        if resumed:
-            self.failed.pop(thread, None)
-        return resumed
+    @property
+    def failed(self) -> dict[str, str]:
+        """Threads whose last resume raised, with the error: tried again on their next
+        event, or by ``recover()``."""
+        return self.feed.failed
 
     def handle(self, event: dict) -> bool:
         """Resume the event's thread if the event decided something it waits for."""
         thread = event["run_external_id"]
-        decided = event["event"] in ("operation.status", "request.status") and event[
-            "to_status"
-        ] not in ("proposed", "open")
-        return bool(thread) and decided and self.resume(thread)
+        return bool(thread) and decides(event) and self.resume(thread)
 
     def resume(self, thread_id: str) -> bool:
         """Resume the thread's interrupts that are decided; then ask the reviewers what

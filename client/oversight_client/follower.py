@@ -1,0 +1,97 @@
+"""Following the token's feed to resume what waits for people: the loop every
+framework's resumer shares (LangGraph's ``Resumer``, the OpenAI Agents SDK's
+``OversightRunner``…), written once as steps that the sync and the async client both
+drive: ``ovs.poll(follower)`` and ``ovs.follow(follower)``."""
+
+import logging
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from oversight_client.cursor import FileCursor
+from oversight_client.errors import Unreachable
+from oversight_client.steps import Invoke, Sleep, Steps
+from oversight_client.waits import MAX_PAUSE
+
+if TYPE_CHECKING:
+    from oversight_client.core import Core
+
+log = logging.getLogger(__name__)
+FIRST_STATUS = ("proposed", "open")  # an operation's, a human request's
+
+
+def decides(event: dict) -> bool:
+    """Whether ``event`` decided something an agent may wait for: an operation or a
+    human request left its first state."""
+    return (
+        event["event"] in ("operation.status", "request.status")
+        and event["to_status"] not in FIRST_STATUS
+    )
+
+
+@dataclass
+class Follower:
+    """A resumer's place in the feed and what it does with each event: ``handle(event)``
+    (a plain function with ``Oversight``, a coroutine function with ``AsyncOversight``)
+    returns whether it resumed something. What ``handle`` raises is logged and kept in
+    ``failed`` under ``subject(event)`` (the thread, the run), and the feed goes on: one
+    broken run never holds up the others. ``cursor`` (a ``FileCursor``) keeps the place
+    across restarts; without one, the feed is followed from its start."""
+
+    handle: Callable[[dict], Any]
+    subject: Callable[[dict], Hashable]
+    cursor: FileCursor | None = None
+    failed: dict[Hashable, str] = field(default_factory=dict)
+    after: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.after = self.cursor.load() if self.cursor else 0
+
+    def passed(self, seq: int) -> None:
+        self.after = max(self.after, seq)
+        if self.cursor:
+            self.cursor.save(self.after)
+
+
+def poll_page(core: "Core", follower: Follower, wait: int = 0) -> Steps[int]:
+    """Handle one page of the feed (waiting up to ``wait`` seconds for an event); returns
+    how many events resumed something."""
+    page = yield from core.events_page(follower.after, wait)
+    resumed = 0
+    for event in page["events"]:
+        resumed += yield from handled(follower, event)
+        follower.passed(event["seq"])
+    follower.after = max(follower.after, page["cursor"])
+    return resumed
+
+
+def handled(follower: Follower, event: dict) -> Steps[bool]:
+    subject = follower.subject(event)
+    try:
+        resumed = yield Invoke(follower.handle, (event,))
+    except Unreachable:
+        raise  # not the subject's fault: its event is handled again
+    except Exception as error:
+        log.exception("%s could not be resumed", subject)
+        follower.failed[subject] = f"{type(error).__name__}: {error}"
+        return False
+    if resumed:
+        follower.failed.pop(subject, None)
+    return bool(resumed)
+
+
+def follow_feed(
+    core: "Core", follower: Follower, stop: Callable[[], bool], wait: int = 30
+) -> Steps[None]:
+    """Handle the feed's events as they come, until ``stop()`` (asked between long polls
+    of at most ``wait`` seconds). Oversight out of reach pauses it, longer each time (up
+    to ``MAX_PAUSE`` seconds), instead of ending it."""
+    pause = 1
+    while not stop():
+        try:
+            yield from poll_page(core, follower, wait)
+            pause = 1
+        except Unreachable:
+            log.warning("Oversight is out of reach: trying again in %s s", pause)
+            yield Sleep(pause)
+            pause = min(pause * 2, MAX_PAUSE)
