@@ -151,7 +151,7 @@ def test_the_runner_follows_the_feed_and_resumes_once_decided(aovs, run_id, revi
     assert asyncio.run(runner.poll(wait=5)) == 1
     assert runner.results[run_id].final_output == "Reported."
     assert [entry for _, entry in ledger] == [("INV-7", 45)]
-    assert FileCursor(tmp_path / "cursor").load() == runner.after
+    assert FileCursor(tmp_path / "cursor").load() == runner.feed.after
     assert asyncio.run(runner.poll()) == 0  # its committed events resume nothing
 
 

@@ -7,8 +7,6 @@ Once reviewers decided every call it waits for, the state is resumed: approved c
 run (once, with the approved arguments), the others are rejected with what ended them,
 a reviewer's reason included, for the model to read."""
 
-import asyncio
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -16,12 +14,11 @@ from agents import Agent, RunHooks, Runner, RunResult, RunState
 
 from oversight_client.aio import AsyncOversight
 from oversight_client.cursor import FileCursor
-from oversight_client.errors import ENDED, Unreachable
+from oversight_client.errors import ENDED
+from oversight_client.follower import Follower, decides
 from oversight_client.openai_agents.tools import in_run
 from oversight_client.told import as_text, outcome
 
-log = logging.getLogger(__name__)
-MAX_PAUSE = 30  # seconds between tries while Oversight is out of reach
 STATE = "openai-agents-run-state.json"
 MESSAGE_CHARS = 20_000  # a mirrored turn, at most (the server takes 100,000)
 MARK = "openai_agents_state"  # the data key of the run's message naming its stored state
@@ -36,12 +33,12 @@ class RunMirror(RunHooks):
         self.ovs, self.run_id = ovs, run_id
 
     async def on_tool_end(self, context: Any, agent: Agent, tool: Any, result: object) -> None:
-        await self._say("tool", f"{tool.name}: {as_text(result)}")
+        await self.say("tool", f"{tool.name}: {as_text(result)}")
 
     async def on_agent_end(self, context: Any, agent: Agent, output: Any) -> None:
-        await self._say("agent", as_text(output))
+        await self.say("agent", as_text(output))
 
-    async def _say(self, kind: str, text: str) -> None:
+    async def say(self, kind: str, text: str) -> None:
         cut = text if len(text) <= MESSAGE_CHARS else f"{text[: MESSAGE_CHARS - 1]}…"
         await self.ovs.message(self.run_id, cut, kind=kind)
 
@@ -52,51 +49,34 @@ class OversightRunner:
     ``FileCursor``, keeps its place across restarts)."""
 
     def __init__(self, agent: Agent, ovs: AsyncOversight, cursor: FileCursor | None = None):
-        self.agent, self.ovs, self.cursor = agent, ovs, cursor
-        self.after = cursor.load() if cursor else 0
+        self.agent, self.ovs = agent, ovs
+        self.feed = Follower(self._handle, lambda event: event["run"], cursor)
         self.results: dict[int, RunResult] = {}  # the runs that ended while followed
-        self.failed: dict[int, str] = {}  # runs whose resume raised, with the error
+        self.cancelled: set[int] = set()  # the runs an admin cancelled while followed
 
     async def follow(self, stop: Callable[[], bool] = lambda: False, wait: int = 30) -> None:
         """Resume runs as their calls are decided, until ``stop()`` (asked between long
         polls of at most ``wait`` seconds); Oversight out of reach pauses, not ends, it."""
-        pause = 1
-        while not stop():
-            try:
-                await self.poll(wait)
-                pause = 1
-            except Unreachable:
-                log.warning("Oversight is out of reach: trying again in %s s", pause)
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, MAX_PAUSE)
+        await self.ovs.follow(self.feed, stop, wait)
 
     async def poll(self, wait: int = 0) -> int:
         """Handle one page of the feed; returns how many runs were resumed. A run whose
         resume raises is logged and kept in ``failed``: it holds up no other."""
-        page = await self.ovs.events_page(self.after, wait)
-        resumed = 0
-        for event in page["events"]:
-            if event["event"] == "operation.status" and event["to_status"] != "proposed":
-                resumed += await self._resume_safely(event["run"])
-            self.after = event["seq"]
-            if self.cursor:
-                self.cursor.save(self.after)
-        self.after = max(self.after, page["cursor"])
-        return resumed
+        return await self.ovs.poll(self.feed, wait)
 
-    async def _resume_safely(self, run_id: int) -> bool:
-        try:
-            ran, result = await self._resume(run_id)
-        except Unreachable:
-            raise
-        except Exception as error:
-            log.exception("run %s could not be resumed", run_id)
-            self.failed[run_id] = f"{type(error).__name__}: {error}"
+    @property
+    def failed(self) -> dict[int, str]:
+        """Runs whose last resume raised, with the error."""
+        return self.feed.failed
+
+    async def _handle(self, event: dict) -> bool:
+        if (event["event"], event["to_status"]) == ("run.status", "cancelled"):
+            self.cancelled.add(event["run"])
+        if not decides(event):
             return False
+        ran, result = await self._resume(event["run"])
         if result is not None:
-            self.results[run_id] = result
-        if ran:
-            self.failed.pop(run_id, None)
+            self.results[event["run"]] = result
         return ran
 
     async def run(self, input: Any, run_id: int) -> RunResult | None:
@@ -128,19 +108,27 @@ class OversightRunner:
             if operation is None or operation["status"] == "proposed":
                 return False, None
             decided.append((item, operation))
+        mirror = RunMirror(self.ovs, run_id)
         for item, operation in decided:
             if operation["status"] in GOING_ON:
                 state.approve(item)
-            else:
-                ended = ENDED[operation["status"]].of(operation)
-                state.reject(item, rejection_message=outcome(ended))
-        await self.ovs.message(run_id, "The agent's run resumed.", data={MARK: None})
+            else:  # the SDK answers the model without the tool: no on_tool_end
+                told = outcome(ENDED[operation["status"]].of(operation))
+                state.reject(item, rejection_message=told)
+                await mirror.say("tool", f"{item.raw_item.name}: {told}")
         with in_run(run_id):
-            result = await Runner.run(self.agent, state, hooks=RunMirror(self.ovs, run_id))
-        return True, await self._settle(run_id, result)
+            result = await Runner.run(self.agent, state, hooks=mirror)
+        return True, await self._settle(run_id, result, resumed=True)
 
-    async def _settle(self, run_id: int, result: RunResult) -> RunResult | None:
+    async def _settle(
+        self, run_id: int, result: RunResult, resumed: bool = False
+    ) -> RunResult | None:
+        """Store the state of a run that waits again; forget a resumed one that ended. A
+        resumed state is named until then, so that a runner restarted after a crash
+        resumes it again (its calls repeat no effect: they are Oversight's operations)."""
         if not result.interruptions:
+            if resumed:
+                await self.ovs.message(run_id, "The agent's run ended.", data={MARK: None})
             return result
         content = result.to_state().to_string().encode()
         stored = await self.ovs.upload_artifact(run_id, STATE, content, "application/json")
@@ -149,7 +137,7 @@ class OversightRunner:
         return None
 
     async def _stored(self, run_id: int) -> str | None:
-        """The sha256 of the state the run's messages last named (None: resumed since)."""
+        """The sha256 of the state the run's messages last named (None: it ended since)."""
         named, after = None, 0
         while page := await self.ovs.messages(run_id, after, 100):
             for message in page:
