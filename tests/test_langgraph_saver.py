@@ -242,10 +242,10 @@ def test_two_processes_writing_at_once_lose_nothing(project, threads):
 
 
 def test_the_server_never_imports_an_agent_framework(db):
-    """Django's start-up, the URLs (every view) and the run services load no LangGraph
-    or OpenAI Agents SDK module: only graphs.saver and graphs.decode load LangGraph,
-    when asked for."""
-    frameworks = "('lang', 'agents', 'openai')"
+    """Django's start-up, the URLs (every view) and the run services load no module of
+    LangGraph, the OpenAI Agents SDK, Microsoft Agent Framework or the Claude Agent SDK:
+    only graphs.saver and graphs.decode load LangGraph, when asked for."""
+    frameworks = "('lang', 'agents', 'openai', 'agent_framework', 'claude', 'anthropic', 'mcp')"
     probe = (
         "import sys, django; django.setup(); "
         "import oversight.urls, runs.transitions, runs.services.runs, graphs.models; "
