@@ -90,26 +90,29 @@ async def main() -> None:
     runner = OversightRunner(
         payer(ovs, options.state / "ledger.txt"), ovs, FileCursor(options.state / "cursor")
     )
-    run = await ovs.find_run(options.run)
+    asked, run = f"Pay {options.invoice}", await ovs.find_run(options.run)
     if run is None:
         session = await ovs.open_session(title="Supplier payments")
-        run = await ovs.start_run(
-            session["id"], goal=f"Pay {options.invoice}", external_id=options.run
-        )
-        result = await runner.run(f"Pay {options.invoice}", run["id"])
-    else:  # restarted: go on with the run's stored state
-        result = await runner.resume(run["id"])
-    status = (await ovs.run(run["id"]))["status"]
-    if result is None and status in ("queued", "running", "waiting"):
+        run = await ovs.start_run(session["id"], goal=asked, external_id=options.run)
+        result = await runner.run(asked, run["id"])
+    else:  # restarted: go on where the process died
+        result = await runner.recover(asked, run["id"])
+    final = result.final_output if result else await runner.concluded(run["id"])
+    if final is None and await still_open(ovs, run["id"]):
         print("waiting for reviewers", flush=True)
         ended = lambda: run["id"] in runner.results or run["id"] in runner.cancelled  # noqa: E731
         await runner.follow(stop=ended, wait=10)
-        result = runner.results.get(run["id"])
-    if result is None:
+        final = runner.results[run["id"]].final_output if run["id"] in runner.results else None
+    if final is None:
         print(f"The run is {(await ovs.run(run['id']))['status']}: stopped.", flush=True)
         return
-    print(result.final_output, flush=True)
-    await ovs.finish(run["id"], "completed")
+    print(final, flush=True)
+    if await still_open(ovs, run["id"]):
+        await ovs.finish(run["id"], "completed")
+
+
+async def still_open(ovs: AsyncOversight, run_id: int) -> bool:
+    return (await ovs.run(run_id))["status"] in ("queued", "running", "waiting")
 
 
 set_tracing_disabled(True)

@@ -183,6 +183,7 @@ def test_a_cancelled_run_is_not_resumed(aovs, run_id, admin_user):
     cancel_run(run=Run.objects.get(pk=run_id), actor=Actor.of_user(admin_user), reason="stop")
     assert asyncio.run(runner.poll(wait=5)) == 0
     assert (runner.results, runner.failed, ledger) == ({}, {}, [])
+    assert runner.cancelled == {run_id}
 
 
 def test_the_runner_mirrors_the_turns_into_the_run_s_messages(aovs, run_id, reviewer):
@@ -237,3 +238,54 @@ def test_a_call_a_policy_approved_runs_at_once_beside_one_that_waits(
         ("small", "committed"),
         ("big", "committed"),
     }
+
+
+def test_a_call_whose_arguments_do_not_parse_is_refused_not_left_waiting(aovs, run_id):
+    """The SDK pauses such a call without asking its approval hook: nothing is proposed,
+    so the runner rejects it at once, and the model reads why."""
+    agent = payer(aovs, [])
+    agent.model = ScriptedModel(
+        [
+            [function_call("pay_invoice", '{"invoice": "INV-7", "amount": 4', call_id="cut")],
+            [assistant_message("I could not pay.")],
+        ]
+    )
+    done = asyncio.run(OversightRunner(agent, aovs).run("Pay INV-7", run_id))
+    assert tool_output(done) == "This call was not made: its arguments are not a JSON object."
+    assert done.final_output == "I could not pay."
+    assert not Operation.objects.exists()
+
+
+def test_a_turn_the_server_would_refuse_is_mirrored_cleaned_and_cut(aovs, run_id):
+    agent = payer(aovs, [])
+    agent.model = ScriptedModel([[assistant_message("bye\x00" + "🙂" * 20_000)]])
+    done = asyncio.run(OversightRunner(agent, aovs).run("Say bye", run_id))
+    assert done.final_output.startswith("bye\x00")
+    said = Run.objects.get(pk=run_id).messages.filter(kind="agent").first().payload["text"]
+    assert said.startswith("bye\ufffd🙂") and said.endswith("…")
+    assert len(said.encode()) <= 16_000
+
+
+def test_a_tool_may_have_a_parameter_named_call_id(aovs, run_id, project):
+    ApprovalPolicy.objects.create(
+        project=project, action="notes.tag", approvals_required=ApprovalPolicy.Approvals.AUTO
+    )
+
+    done_keys = set()
+
+    async def tagged(arguments: dict, key: str) -> Observed:
+        return Observed("applied" if key in done_keys else "absent")
+
+    @supervised_function_tool(aovs, action="notes.tag", rollback_kind="none", verify=tagged)
+    async def tag(call_id: str, *, idempotency_key: str) -> str:
+        """Tag a call."""
+        done_keys.add(idempotency_key)
+        return f"tagged {call_id}"
+
+    model = ScriptedModel(
+        [[function_call("tag", {"call_id": "c-9"}, call_id="t-1")], [assistant_message("ok")]]
+    )
+    done = asyncio.run(
+        OversightRunner(Agent(name="t", model=model, tools=[tag]), aovs).run("Tag", run_id)
+    )
+    assert tool_output(done) == "tagged c-9"

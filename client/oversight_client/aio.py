@@ -31,7 +31,7 @@ class AsyncOversight(Client):
 
     def _supervise(self, fn: Callable[..., Any], spec: ToolSpec) -> Callable[..., Any]:
         @functools.wraps(fn)
-        async def supervised_tool(run_id: int, call_id: str, **arguments: Any) -> Any:
+        async def supervised_tool(run_id: int, call_id: str, /, **arguments: Any) -> Any:
             return await self._drive(supervised(self._core, spec, fn, run_id, call_id, arguments))
 
         return supervised_tool

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from oversight_client.cursor import FileCursor
 from oversight_client.errors import Unreachable
-from oversight_client.steps import Invoke, Sleep, Steps
+from oversight_client.steps import Invoke, Sleep, Steps, WrongClient
 from oversight_client.waits import MAX_PAUSE
 
 if TYPE_CHECKING:
@@ -69,15 +69,30 @@ def handled(follower: Follower, event: dict) -> Steps[bool]:
     subject = follower.subject(event)
     try:
         resumed = yield Invoke(follower.handle, (event,))
-    except Unreachable:
-        raise  # not the subject's fault: its event is handled again
+    except WrongClient:
+        raise  # an async handle given to the sync client: every event would fail
     except Exception as error:
+        if (away := found_in(error, Unreachable)) is not None:
+            # Not the subject's fault (a framework may have wrapped it): the event is
+            # handled again once Oversight is back.
+            raise away from error
         log.exception("%s could not be resumed", subject)
         follower.failed[subject] = f"{type(error).__name__}: {error}"
         return False
     if resumed:
         follower.failed.pop(subject, None)
     return bool(resumed)
+
+
+def found_in[E: BaseException](error: BaseException, kind: type[E]) -> E | None:
+    """``error`` or the first error it was raised from or during that is a ``kind``."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, kind):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def follow_feed(

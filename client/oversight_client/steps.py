@@ -19,6 +19,11 @@ from typing import Any
 from oversight_client.transport import HttpRequest, StreamTransport, UrllibTransport
 
 
+class WrongClient(TypeError):
+    """An async function given to the sync client: the caller's mistake, never an
+    answer of the function's."""
+
+
 @dataclass(frozen=True)
 class Send:
     request: HttpRequest
@@ -102,7 +107,7 @@ def perform(step: Step, transport: UrllibTransport) -> Any:
                 close = getattr(result, "close", None)
                 if close:
                     close()  # never awaited: no "coroutine was never awaited" warning
-                raise TypeError(f"{fn.__qualname__} is async: use AsyncOversight")
+                raise WrongClient(f"{fn.__qualname__} is async: use AsyncOversight")
             return result
 
 

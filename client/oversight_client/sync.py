@@ -35,7 +35,7 @@ class Oversight(Client):
                 raise TypeError(f"{part.__qualname__} is async: use AsyncOversight")
 
         @functools.wraps(fn)
-        def supervised_tool(run_id: int, call_id: str, **arguments: Any) -> Any:
+        def supervised_tool(run_id: int, call_id: str, /, **arguments: Any) -> Any:
             return self._drive(supervised(self._core, spec, fn, run_id, call_id, arguments))
 
         return supervised_tool

@@ -29,6 +29,18 @@ def edited(arguments: dict, output: Any) -> str:
     return f"A reviewer changed your arguments to {as_text(arguments)}. Result: {as_text(output)}"
 
 
+def not_proposed(arguments: str) -> str:
+    """What the model reads of a call paused for approval that Oversight was never asked
+    about (an approval hook is not asked when the arguments do not parse)."""
+    try:
+        parsed = json.loads(arguments or "{}")
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        return "This call was not made: its arguments are not a JSON object."
+    return "This call was not made: it is not a tool whose calls Oversight's reviewers decide."
+
+
 def outcome(ended: Exception) -> str:
     """What the model reads when its call ended without the effect."""
     if isinstance(ended, Rejected):

@@ -7,6 +7,7 @@ Once reviewers decided every call it waits for, the state is resumed: approved c
 run (once, with the approved arguments), the others are rejected with what ended them,
 a reviewer's reason included, for the model to read."""
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -14,20 +15,24 @@ from agents import Agent, RunHooks, Runner, RunResult, RunState
 
 from oversight_client.aio import AsyncOversight
 from oversight_client.cursor import FileCursor
-from oversight_client.errors import ENDED
+from oversight_client.errors import ENDED, OversightError
 from oversight_client.follower import Follower, decides
 from oversight_client.openai_agents.tools import in_run
-from oversight_client.told import as_text, outcome
+from oversight_client.storable import storable
+from oversight_client.told import as_text, not_proposed, outcome
 
 STATE = "openai-agents-run-state.json"
-MESSAGE_CHARS = 20_000  # a mirrored turn, at most (the server takes 100,000)
 MARK = "openai_agents_state"  # the data key of the run's message naming its stored state
-GOING_ON = ("approved", "in_flight", "committed")  # approved: the call's body carries on
+FINAL = "final_output"  # with MARK None: the run ended, and what the agent concluded
+# approved: the call's body carries on; verify_failed: its body rolls back what it left.
+GOING_ON = ("approved", "in_flight", "verify_failed", "committed")
+log = logging.getLogger(__name__)
 
 
 class RunMirror(RunHooks):
     """The agent's turns, as the reviewers read them beside its proposals: what each tool
-    answered and what the agent concluded, as messages of the run."""
+    answered and what the agent concluded, as messages of the run. Best effort: a turn
+    the server cannot take (Oversight out of reach) is logged, and the run goes on."""
 
     def __init__(self, ovs: AsyncOversight, run_id: int) -> None:
         self.ovs, self.run_id = ovs, run_id
@@ -39,8 +44,10 @@ class RunMirror(RunHooks):
         await self.say("agent", as_text(output))
 
     async def say(self, kind: str, text: str) -> None:
-        cut = text if len(text) <= MESSAGE_CHARS else f"{text[: MESSAGE_CHARS - 1]}…"
-        await self.ovs.message(self.run_id, cut, kind=kind)
+        try:
+            await self.ovs.message(self.run_id, storable(text), kind=kind)
+        except OversightError as error:
+            log.warning("run %s: a turn was not mirrored: %s", self.run_id, error)
 
 
 class OversightRunner:
@@ -81,11 +88,29 @@ class OversightRunner:
 
     async def run(self, input: Any, run_id: int) -> RunResult | None:
         """Run the agent; its result, or None while calls wait for reviewers."""
+        mirror = RunMirror(self.ovs, run_id)
         if isinstance(input, str):
-            await self.ovs.message(run_id, input, kind="user")
+            await mirror.say("user", input)
         with in_run(run_id):
-            result = await Runner.run(self.agent, input, hooks=RunMirror(self.ovs, run_id))
-        return await self._settle(run_id, result)
+            result = await Runner.run(self.agent, input, hooks=mirror)
+        return await self._settle(run_id, result, mirror)
+
+    async def recover(self, input: Any, run_id: int) -> RunResult | None:
+        """After a restart, go on with the run where the process died: resume its stored
+        state (as ``resume``), or run ``input`` again if the agent had not paused yet
+        (its calls repeat no effect, being Oversight's operations named by their call
+        ids: a model that names its calls afresh proposes them again). None once the
+        run ended (``concluded`` says how) or while it waits."""
+        marked, _, _ = await self._marks(run_id)
+        if marked:
+            return await self.resume(run_id)
+        if (await self.ovs.run(run_id))["status"] == "cancelled":
+            return None
+        return await self.run(input, run_id)
+
+    async def concluded(self, run_id: int) -> str | None:
+        """What the agent concluded, as text, once its run ended under a runner."""
+        return (await self._marks(run_id))[2]
 
     async def resume(self, run_id: int) -> RunResult | None:
         """Resume the run's stored state if every call it waits for is decided; its
@@ -97,7 +122,7 @@ class OversightRunner:
         agent never runs again."""
         if (await self.ovs.run(run_id))["status"] == "cancelled":
             return False, None
-        sha256 = await self._stored(run_id)
+        _, sha256, _ = await self._marks(run_id)
         if sha256 is None:
             return False, None
         text = (await self.ovs.fetch_artifact(sha256)).decode()
@@ -112,37 +137,60 @@ class OversightRunner:
         for item, operation in decided:
             if operation["status"] in GOING_ON:
                 state.approve(item)
-            else:  # the SDK answers the model without the tool: no on_tool_end
-                told = outcome(ENDED[operation["status"]].of(operation))
-                state.reject(item, rejection_message=told)
-                await mirror.say("tool", f"{item.raw_item.name}: {told}")
+            else:
+                await self._reject(
+                    state, item, outcome(ENDED[operation["status"]].of(operation)), mirror
+                )
         with in_run(run_id):
             result = await Runner.run(self.agent, state, hooks=mirror)
-        return True, await self._settle(run_id, result, resumed=True)
+        return True, await self._settle(run_id, result, mirror)
 
-    async def _settle(
-        self, run_id: int, result: RunResult, resumed: bool = False
-    ) -> RunResult | None:
-        """Store the state of a run that waits again; forget a resumed one that ended. A
-        resumed state is named until then, so that a runner restarted after a crash
-        resumes it again (its calls repeat no effect: they are Oversight's operations)."""
-        if not result.interruptions:
-            if resumed:
-                await self.ovs.message(run_id, "The agent's run ended.", data={MARK: None})
-            return result
-        content = result.to_state().to_string().encode()
-        stored = await self.ovs.upload_artifact(run_id, STATE, content, "application/json")
-        text = "The agent's run waits for reviewers; its state is stored with the run."
-        await self.ovs.message(run_id, text, data={MARK: stored["sha256"]})
-        return None
+    async def _settle(self, run_id: int, result: RunResult, mirror: RunMirror) -> RunResult | None:
+        """Store the state of a run that waits for reviewers; mark one that ended. A
+        resumed state stays named until then, so that a runner restarted after a crash
+        resumes it again (its calls repeat no effect: they are Oversight's operations).
+        A call the SDK paused on that Oversight was never asked about (the SDK asks no
+        approval hook when the model's arguments are not a JSON object) is rejected at
+        once, saying why: otherwise the run would wait for a decision nobody can make."""
+        while result.interruptions:
+            state, unasked = result.to_state(), []
+            for item in result.interruptions:
+                call_id = item.raw_item.call_id
+                if await self.ovs.find_operation(run_id=run_id, call_id=call_id) is None:
+                    unasked.append(item)
+            if not unasked:
+                content = state.to_string().encode()
+                stored = await self.ovs.upload_artifact(run_id, STATE, content, "application/json")
+                text = "The agent's run waits for reviewers; its state is stored with the run."
+                await self.ovs.message(run_id, text, data={MARK: stored["sha256"]})
+                return None
+            for item in unasked:
+                await self._reject(state, item, not_proposed(item.raw_item.arguments), mirror)
+            with in_run(run_id):
+                result = await Runner.run(self.agent, state, hooks=mirror)
+        final = storable(as_text(result.final_output))
+        await self.ovs.message(run_id, "The agent's run ended.", data={MARK: None, FINAL: final})
+        return result
 
-    async def _stored(self, run_id: int) -> str | None:
-        """The sha256 of the state the run's messages last named (None: it ended since)."""
-        named, after = None, 0
+    @staticmethod
+    async def _reject(state: RunState, item: Any, told: str, mirror: RunMirror) -> None:
+        """Reject the call, telling the model why; the SDK answers the model without
+        the tool (no ``on_tool_end``), so the answer is mirrored here."""
+        state.reject(item, rejection_message=told)
+        await mirror.say("tool", f"{item.raw_item.name}: {told}")
+
+    async def _marks(self, run_id: int) -> tuple[bool, str | None, str | None]:
+        """What the run's messages last said of its state: whether they said anything,
+        the sha256 of the stored state (None: none waits), and the final output of a
+        run that ended."""
+        last: dict | None = None
+        after = 0
         while page := await self.ovs.messages(run_id, after, 100):
             for message in page:
                 data = (message.get("payload") or {}).get("data") or {}
                 if MARK in data:
-                    named = data[MARK]
+                    last = data
             after = page[-1]["seq"]
-        return named
+        if last is None:
+            return False, None, None
+        return True, last[MARK], last.get(FINAL)
