@@ -20,6 +20,7 @@ from agent_framework import (
 )
 
 from oversight_client.aio import AsyncOversight
+from oversight_client.errors import OversightError
 
 MARK = "agent_framework_checkpoint"  # the data key of a message naming a checkpoint
 FORGET = "agent_framework_checkpoint_deleted"  # the data key of a message deleting one
@@ -40,11 +41,18 @@ class OversightCheckpointStorage:
     ) -> None:
         self.ovs, self.run_id = ovs, run_id
         self.allowed_checkpoint_types = allowed_checkpoint_types
+        # Why the last save failed, if it did: the framework logs a failed save and runs
+        # on, so whoever resumes the workflow must look here.
+        self.refused: str | None = None
 
     async def save(self, checkpoint: WorkflowCheckpoint) -> CheckpointID:
         content = await self._encode(checkpoint)
         name = f"agent-framework-checkpoint-{checkpoint.checkpoint_id}.json"
-        stored = await self.ovs.upload_artifact(self.run_id, name, content, "application/json")
+        try:
+            stored = await self.ovs.upload_artifact(self.run_id, name, content, "application/json")
+        except OversightError as refused:
+            self.refused = f"{type(refused).__name__}: {refused.detail}"
+            raise
         named = {
             "id": checkpoint.checkpoint_id,
             "workflow": checkpoint.workflow_name,

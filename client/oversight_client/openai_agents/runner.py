@@ -7,7 +7,6 @@ Once reviewers decided every call it waits for, the state is resumed: approved c
 run (once, with the approved arguments), the others are rejected with what ended them,
 a reviewer's reason included, for the model to read."""
 
-import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -17,11 +16,11 @@ from agents import Agent, RunHooks, Runner, RunResult, RunState
 from oversight_client.aio import AsyncOversight
 from oversight_client.cursor import FileCursor
 from oversight_client.errors import ENDED, Unreachable
-from oversight_client.openai_agents.tools import in_run
+from oversight_client.following import follow
+from oversight_client.in_run import in_run
 from oversight_client.told import as_text, outcome
 
 log = logging.getLogger(__name__)
-MAX_PAUSE = 30  # seconds between tries while Oversight is out of reach
 STATE = "openai-agents-run-state.json"
 MESSAGE_CHARS = 20_000  # a mirrored turn, at most (the server takes 100,000)
 MARK = "openai_agents_state"  # the data key of the run's message naming its stored state
@@ -60,15 +59,7 @@ class OversightRunner:
     async def follow(self, stop: Callable[[], bool] = lambda: False, wait: int = 30) -> None:
         """Resume runs as their calls are decided, until ``stop()`` (asked between long
         polls of at most ``wait`` seconds); Oversight out of reach pauses, not ends, it."""
-        pause = 1
-        while not stop():
-            try:
-                await self.poll(wait)
-                pause = 1
-            except Unreachable:
-                log.warning("Oversight is out of reach: trying again in %s s", pause)
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, MAX_PAUSE)
+        await follow(self.poll, stop, wait)
 
     async def poll(self, wait: int = 0) -> int:
         """Handle one page of the feed; returns how many runs were resumed. A run whose

@@ -5,10 +5,8 @@ is audited all the same). Its body is the client's supervised-tool steps
 (``AsyncOversight.tool``): claim, execute once with the approved arguments, verify,
 report."""
 
-import contextlib
-import contextvars
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from agents import FunctionTool, RunContextWrapper, function_tool
@@ -17,28 +15,9 @@ from agents.tool_context import ToolContext
 from oversight_client.aio import AsyncOversight
 from oversight_client.answers import answer_of
 from oversight_client.errors import InvalidRequest, RunClosed
+from oversight_client.in_run import current_run
 
 HIDDEN = "idempotency_key"  # a parameter of the function, never of the model's schema
-_run: contextvars.ContextVar[int] = contextvars.ContextVar("oversight_run")
-
-
-@contextlib.contextmanager
-def in_run(run_id: int) -> Iterator[None]:
-    """Propose the tool calls of the ``Runner.run`` inside this block in run ``run_id``."""
-    token = _run.set(run_id)
-    try:
-        yield
-    finally:
-        _run.reset(token)
-
-
-def current_run() -> int:
-    try:
-        return _run.get()
-    except LookupError:
-        raise RuntimeError(
-            "a supervised tool runs in an Oversight run: call Runner.run inside in_run(run_id)"
-        ) from None
 
 
 def supervised_function_tool(
