@@ -57,11 +57,11 @@ def paying_tool(ovs: AsyncOversight, ledger: Path, lease_seconds: int = 60) -> S
 
     async def paid(arguments: dict, key: str) -> Observed:
         lines = ledger.read_text().splitlines() if ledger.exists() else []
-        return (
-            Observed("applied")
-            if any(line.startswith(key) for line in lines)
-            else Observed("absent")
-        )
+        for line in lines:
+            if line.startswith(f"{key} "):
+                invoice, amount = line.split()[1:]
+                return Observed("applied", output={"paid": invoice, "amount": int(amount)})
+        return Observed("absent")
 
     @supervised_tool(
         ovs, action="invoices.pay", rollback_kind="none", verify=paid, lease_seconds=lease_seconds
