@@ -3,6 +3,8 @@ a scripted chat client (no key, no network), an agent paying invoices through a
 supervised tool into a ledger file, and a workflow of plain executors asking questions."""
 
 import json
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Never
@@ -24,8 +26,15 @@ from agent_framework import (
 
 from oversight_client import AsyncOversight, Observed
 from oversight_client.agent_framework import SupervisedTool, supervised_tool
+from tests.processes import ROOT, child_env
 
 PAY = ("pay_invoice", {"invoice": "INV-7", "amount": 45}, "pay-1")
+# Three calls in one turn, for a reviewer to approve, reject and edit.
+THREE = [
+    PAY,
+    ("pay_invoice", {"invoice": "INV-8", "amount": 20}, "pay-2"),
+    ("pay_invoice", {"invoice": "INV-9", "amount": 60}, "pay-3"),
+]
 
 
 class ScriptedChat(FunctionInvocationLayer, BaseChatClient):
@@ -152,3 +161,22 @@ class Asker(Executor):
 
 def asking(question: Any) -> Workflow:
     return WorkflowBuilder(start_executor=Asker(question), name="asking").build()
+
+
+def agent_process(base: str, token: str, run_id: int, folder, *options: str, **env: str):
+    """tests/agent_framework_child.py as a child process, with ``options`` and ``env``."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "tests/agent_framework_child.py",
+            base,
+            str(run_id),
+            str(folder),
+            *options,
+        ],
+        cwd=ROOT,
+        env={**child_env(), "PYTHONPATH": str(ROOT), "OVERSIGHT_TOKEN": token, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )

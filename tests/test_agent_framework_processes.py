@@ -3,36 +3,16 @@ right after its payment's effect and before the report, then restarted, it pays 
 once and the workflow ends; the reviewer acts through the services as the pages do."""
 
 import signal
-import subprocess
-import sys
 
 import pytest
 
 from runs.models import AgentToken, Operation
+from tests.agent_framework_helpers import agent_process
 from tests.client_helpers import client_for
 from tests.helpers import decide_on
 from tests.langgraph_helpers import eventually, said
-from tests.processes import ROOT, child_env
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
-
-
-def agent_process(base: str, token: str, run_id: int, folder, *options: str, **env: str):
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "tests/agent_framework_child.py",
-            base,
-            str(run_id),
-            str(folder),
-            *options,
-        ],
-        cwd=ROOT,
-        env={**child_env(), "PYTHONPATH": str(ROOT), "OVERSIGHT_TOKEN": token, **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def test_killed_after_the_effect_and_restarted_it_pays_exactly_once(
