@@ -2,6 +2,7 @@
 a scripted chat client (no key, no network), an agent paying invoices through a
 supervised tool into a ledger file, and a workflow of plain executors asking questions."""
 
+import enum
 import json
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from agent_framework import (
     WorkflowContext,
     handler,
     response_handler,
+    tool,
 )
 
 from oversight_client import AsyncOversight, Observed
@@ -110,6 +112,10 @@ class Refund:
     amount: int
     reason: str
 
+    def __post_init__(self) -> None:  # a rule its JSON Schema does not carry
+        if self.amount <= 0:
+            raise ValueError("a refund is a positive amount")
+
 
 class Clerk(Executor):
     """Asks how much to refund on an order (a ``Refund``), then outputs it."""
@@ -133,6 +139,41 @@ class SignOff(Executor):
     @response_handler
     async def signed(self, asked: str, ok: bool, ctx: WorkflowContext[Never, str]) -> None:
         await ctx.yield_output("shipped" if ok else "held")
+
+
+class Carrier(enum.Enum):
+    POST = "post"
+    COURIER = "courier"
+
+
+class Dispatcher(Executor):
+    """Asks which carrier ships an order (a ``Carrier``), then outputs it."""
+
+    @handler
+    async def start(self, order: str, ctx: WorkflowContext) -> None:
+        await ctx.request_info({"question": f"Who ships {order}?", "weight": "2 kg"}, Carrier)
+
+    @response_handler
+    async def chosen(self, asked: dict, carrier: Carrier, ctx: WorkflowContext[Never, str]) -> None:
+        await ctx.yield_output(f"by {carrier.value}")
+
+
+def dispatching() -> Workflow:
+    return WorkflowBuilder(start_executor=Dispatcher(id="dispatcher"), name="dispatch").build()
+
+
+def plain_paying_workflow(ledger: Path) -> Workflow:
+    """An agent whose tool needs an approval the framework asks for: not under
+    Oversight's execution, only its sign-off."""
+
+    @tool(approval_mode="always_require")
+    def pay_invoice(invoice: str, amount: int) -> str:
+        """Pay a supplier invoice."""
+        record(ledger, f"plain {invoice} {amount}")
+        return f"paid {invoice}"
+
+    agent = Agent(client=ScriptedChat([PAY]), tools=[pay_invoice], name="payer")
+    return WorkflowBuilder(start_executor=agent, name="plain-payments").build()
 
 
 def refunds() -> Workflow:

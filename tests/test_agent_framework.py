@@ -21,9 +21,11 @@ from runs.services.runs import cancel_run
 from tests.agent_framework_helpers import (
     PAY,
     asking,
+    dispatching,
     paying_tool,
     paying_workflow,
     payments,
+    plain_paying_workflow,
     refunds,
     said,
     shipping,
@@ -33,6 +35,7 @@ from tests.helpers import decide_on
 
 pytest_plugins = ["tests.client_helpers"]
 REFUND = ["tests.agent_framework_helpers:Refund"]
+CARRIER = ["tests.agent_framework_helpers:Carrier"]
 
 
 @pytest.fixture
@@ -319,3 +322,43 @@ def test_a_checkpoint_the_server_refuses_fails_the_run_visibly(aovs, run_id):
     assert run.status == "failed"
     assert run.outcome.startswith("The workflow's checkpoint could not be stored (")
     assert not HumanRequest.objects.filter(run_id=run_id).exists()
+
+
+def test_a_plain_tool_s_approval_is_a_sign_off_in_the_queue(aovs, run_id, reviewer, ledger):
+    """A tool the framework runs itself (``approval_mode="always_require"``, not
+    supervised) waits for a reviewer's sign-off; a rejection keeps it from running."""
+    driver = WorkflowDriver(lambda: plain_paying_workflow(ledger), aovs)
+    assert asyncio.run(driver.start("Pay", run_id)) is None
+    request = HumanRequest.objects.get(run_id=run_id)
+    assert request.prompt == "Allow the agent's call to pay_invoice?"
+    assert '"invoice": "INV-7"' in request.context
+    assert payments(ledger) == []
+    answer(reviewer, "approve")
+    asyncio.run(driver.poll(wait=5))
+    assert said(driver.outputs[run_id]) == "Read: paid INV-7"
+    assert payments(ledger) == ["INV-7 45"]
+
+
+def test_an_enum_is_offered_as_choices_and_a_dict_s_question_is_the_prompt(aovs, run_id, reviewer):
+    driver = WorkflowDriver(dispatching, aovs, allowed_checkpoint_types=CARRIER)
+    asyncio.run(driver.start("A-1", run_id))
+    request = HumanRequest.objects.get(run_id=run_id)
+    assert (request.prompt, request.choices) == ("Who ships A-1?", ["post", "courier"])
+    assert '"weight": "2 kg"' in request.context
+    answer(reviewer, "choose", data="courier")
+    asyncio.run(driver.poll(wait=5))
+    assert driver.outputs[run_id] == ["by courier"]
+
+
+def test_an_answer_the_declared_type_refuses_fails_the_run_visibly(aovs, run_id, reviewer):
+    """Valid against the JSON Schema, refused by the type itself: the driver does not
+    crash, and the run ends saying which answer could not be used and why."""
+    driver = WorkflowDriver(refunds, aovs, allowed_checkpoint_types=REFUND)
+    asyncio.run(driver.start("A-1", run_id))
+    answer(reviewer, "answer", data={"amount": -5, "reason": "late"})
+    assert asyncio.run(driver.poll(wait=5)) == 0
+    run = Run.objects.get(pk=run_id)
+    assert run.status == "failed"
+    assert run.outcome.startswith('The answer {"amount": -5, "reason": "late"} is not a Refund: ')
+    assert "a refund is a positive amount" in run.outcome
+    assert run_id not in driver.outputs
