@@ -17,7 +17,7 @@ from runs.actors import Actor
 from runs.models import CheckpointArtifact, Decision, HumanRequest, Message, Operation, Run
 from runs.services import requests as human_requests
 from runs.services.decisions import expire_if_due
-from runs.services.runs import cancel_run
+from runs.services.runs import append_message, cancel_run
 from tests.agent_framework_helpers import (
     PAY,
     asking,
@@ -98,9 +98,7 @@ def test_checkpoints_are_artifacts_of_the_run_named_by_its_messages(aovs, run_id
     assert CheckpointArtifact.objects.filter(checkpoint__run_id=run_id).count() == 3
 
 
-def test_a_checkpoint_is_never_decoded_from_what_a_caller_or_a_person_names(
-    aovs, run_id, owner, live_server, client_token
-):
+def test_a_checkpoint_is_never_decoded_from_what_a_caller_or_a_person_names(aovs, run_id, owner):
     """Only a sha256 recorded by the agent's own message in its own run is fetched and
     decoded: a person's reply naming another blob, or an unknown id, finds nothing."""
     storage = OversightCheckpointStorage(aovs, run_id)
@@ -108,13 +106,11 @@ def test_a_checkpoint_is_never_decoded_from_what_a_caller_or_a_person_names(
     asyncio.run(storage.save(saved))
     named = Message.objects.get(run_id=run_id, payload__data__has_key="agent_framework_checkpoint")
     forged = dict(named.payload["data"]["agent_framework_checkpoint"], id="forged")
-    Message.objects.create(
-        run_id=run_id,
-        seq=named.seq + 1,
+    append_message(
+        run=Run.objects.get(pk=run_id),
         kind="user",
-        author=owner.username,
-        author_kind="user",
         payload={"text": "here", "data": {"agent_framework_checkpoint": forged}},
+        actor=Actor.of_user(owner),
     )
 
     async def go():
@@ -150,6 +146,19 @@ def test_an_approved_call_runs_once_and_the_model_reads_its_output(
     while asyncio.run(driver.poll(wait=1)):
         pass  # its committed events resume nothing
     assert payments(ledger) == ["INV-7 45"]
+
+
+def test_the_model_never_sees_the_idempotency_key(aovs, ledger):
+    tool = paying_tool(aovs, ledger)
+    assert tool.parameters()["properties"] == {
+        "invoice": {"title": "Invoice", "type": "string"},
+        "amount": {"title": "Amount", "type": "integer"},
+    }
+    assert (tool.name, tool.description, tool.approval_mode) == (
+        "pay_invoice",
+        "Pay a supplier invoice.",
+        "always_require",
+    )
 
 
 def test_a_rejection_s_reason_reaches_the_model(driver, run_id, reviewer, ledger):

@@ -9,6 +9,7 @@ included), which the framework's own refusal, a fixed text, could not tell it.""
 
 import contextvars
 import inspect
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ from agent_framework import FunctionTool
 from oversight_client.aio import AsyncOversight
 from oversight_client.answers import answer_of
 from oversight_client.in_run import current_run
+from oversight_client.told import in_order
 
 HIDDEN = "idempotency_key"  # a parameter of the function, never of the model's schema
 _call: contextvars.ContextVar[str] = contextvars.ContextVar("agent_framework_call")
@@ -69,8 +71,9 @@ def supervised_tool(
                 return "This call was not made: it has no call id to propose it under."
             proposed = await ovs.find_operation(run_id=run_id, call_id=call_id)
             # As proposed (the framework may have filled in defaults since): the same
-            # proposal again, which returns the operation the reviewers decided.
-            given = proposed["proposed_arguments"] if proposed else arguments
+            # proposal again, which returns the operation the reviewers decided; in the
+            # model's order, which PostgreSQL's jsonb does not keep.
+            given = in_order(proposed["proposed_arguments"], arguments) if proposed else arguments
             return await answer_of(ovs, engine, run_id, call_id, given)
 
         shown = inspect.signature(fn)
@@ -78,7 +81,9 @@ def supervised_tool(
             parameters=[p for p in shown.parameters.values() if p.name != HIDDEN],
             return_annotation=str,
         )
-        call.__annotations__ = {k: v for k, v in fn.__annotations__.items() if k != HIDDEN}
+        hints = typing.get_type_hints(fn)  # resolved here: call lives in another module
+        call.__annotations__ = {k: v for k, v in hints.items() if k not in (HIDDEN, "return")}
+        call.__annotations__["return"] = str
         tool = SupervisedTool(
             name=name or fn.__name__,
             description=description or (fn.__doc__ or "").strip() or fn.__name__,
