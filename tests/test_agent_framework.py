@@ -14,7 +14,15 @@ from oversight_client import AsyncOversight
 from oversight_client.agent_framework import OversightCheckpointStorage, WorkflowDriver
 from oversight_client.cursor import FileCursor
 from runs.actors import Actor
-from runs.models import CheckpointArtifact, Decision, HumanRequest, Message, Operation, Run
+from runs.models import (
+    ApprovalPolicy,
+    CheckpointArtifact,
+    Decision,
+    HumanRequest,
+    Message,
+    Operation,
+    Run,
+)
 from runs.services import requests as human_requests
 from runs.services.decisions import expire_if_due
 from runs.services.runs import append_message, cancel_run
@@ -371,3 +379,24 @@ def test_an_answer_the_declared_type_refuses_fails_the_run_visibly(aovs, run_id,
     assert run.outcome.startswith('The answer {"amount": -5, "reason": "late"} is not a Refund: ')
     assert "a refund is a positive amount" in run.outcome
     assert run_id not in driver.outputs
+
+
+def test_a_call_a_policy_approved_runs_at_once(aovs, run_id, project, ledger):
+    """Approved by a policy as it is proposed: the workflow goes on without waiting for
+    the feed, and the payment is made once."""
+    ApprovalPolicy.objects.create(
+        project=project,
+        action="invoices.pay",
+        approvals_required=ApprovalPolicy.Approvals.AUTO,
+        when_argument="amount",
+        when_operator="lt",
+        when_value=50,
+    )
+    tool = paying_tool(aovs, ledger)
+    driver = WorkflowDriver(lambda: paying_workflow(tool), aovs, tools=[tool])
+    outputs = asyncio.run(driver.start("Pay INV-7", run_id))
+    assert said(outputs) == 'Read: {"paid": "INV-7", "amount": 45}'
+    assert payments(ledger) == ["INV-7 45"]
+    while asyncio.run(driver.poll(wait=1)):
+        pass
+    assert payments(ledger) == ["INV-7 45"]
