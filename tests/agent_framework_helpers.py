@@ -47,10 +47,7 @@ class ScriptedChat(FunctionInvocationLayer, BaseChatClient):
         super().__init__()
         self.calls = calls
 
-    def _inner_get_response(self, *, messages, stream, options, **kwargs):
-        return self._respond(messages)
-
-    async def _respond(self, messages: list[Message]) -> ChatResponse:
+    async def _inner_get_response(self, *, messages, **options) -> ChatResponse:
         read = [c.result for m in messages for c in m.contents if c.type == "function_result"]
         if read:
             said = "Read: " + " | ".join(str(result) for result in read)
