@@ -337,7 +337,7 @@ def test_a_checkpoint_the_server_refuses_fails_the_run_visibly(aovs, run_id):
     assert asyncio.run(driver.start("A-1", run_id)) is None
     run = Run.objects.get(pk=run_id)
     assert run.status == "failed"
-    assert run.outcome.startswith("The workflow's checkpoint could not be stored (")
+    assert run.outcome.startswith("The workflow's checkpoint could not be stored (InvalidRequest: ")
     assert not HumanRequest.objects.filter(run_id=run_id).exists()
 
 

@@ -41,25 +41,25 @@ class OversightCheckpointStorage:
     ) -> None:
         self.ovs, self.run_id = ovs, run_id
         self.allowed_checkpoint_types = allowed_checkpoint_types
-        # Why the last save failed, if it did: the framework logs a failed save and runs
-        # on, so whoever resumes the workflow must look here.
-        self.refused: str | None = None
+        # Why a save failed, if one did: the framework logs a failed save and runs on,
+        # so whoever runs the workflow must look here.
+        self.refused: OversightError | None = None
 
     async def save(self, checkpoint: WorkflowCheckpoint) -> CheckpointID:
         content = await self._encode(checkpoint)
         name = f"agent-framework-checkpoint-{checkpoint.checkpoint_id}.json"
         try:
             stored = await self.ovs.upload_artifact(self.run_id, name, content, "application/json")
+            named = {
+                "id": checkpoint.checkpoint_id,
+                "workflow": checkpoint.workflow_name,
+                "sha256": stored["sha256"],
+            }
+            text = f"The workflow {checkpoint.workflow_name} saved a checkpoint."
+            await self.ovs.message(self.run_id, text, data={MARK: named})
         except OversightError as refused:
-            self.refused = f"{type(refused).__name__}: {refused.detail}"
+            self.refused = refused
             raise
-        named = {
-            "id": checkpoint.checkpoint_id,
-            "workflow": checkpoint.workflow_name,
-            "sha256": stored["sha256"],
-        }
-        text = f"The workflow {checkpoint.workflow_name} saved a checkpoint."
-        await self.ovs.message(self.run_id, text, data={MARK: named})
         return checkpoint.checkpoint_id
 
     async def load(self, checkpoint_id: CheckpointID) -> WorkflowCheckpoint:

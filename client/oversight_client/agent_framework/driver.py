@@ -145,9 +145,11 @@ class WorkflowDriver:
         storage = self.storage(run_id)
         with in_run(run_id):
             result = await self.build().run(checkpoint_storage=storage, **given)
+        if isinstance(storage.refused, Unreachable):
+            raise storage.refused  # tried again from the last checkpoint stored
         if storage.refused:  # what it did since cannot be resumed
-            why = f"The workflow's checkpoint could not be stored ({storage.refused}): it stops."
-            await self._fail(run_id, why)
+            refused = f"{type(storage.refused).__name__}: {storage.refused.detail}"
+            await self._fail(run_id, f"The workflow's checkpoint could not be stored ({refused}).")
             return None
         latest = await storage.latest()
         if latest is None or not latest.pending_request_info_events:
