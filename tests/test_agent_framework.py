@@ -400,3 +400,21 @@ def test_a_call_a_policy_approved_runs_at_once(aovs, run_id, project, ledger):
     while asyncio.run(driver.poll(wait=1)):
         pass
     assert payments(ledger) == ["INV-7 45"]
+
+
+def test_a_pause_nobody_was_asked_about_is_asked_on_resume(aovs, run_id, reviewer):
+    """The process died between the workflow's pause and its question: resuming the run
+    after the restart asks it, once."""
+
+    async def paused_unasked():
+        storage = OversightCheckpointStorage(aovs, run_id, allowed_checkpoint_types=REFUND)
+        await refunds().run("A-1", checkpoint_storage=storage)
+
+    asyncio.run(paused_unasked())
+    assert not HumanRequest.objects.filter(run_id=run_id).exists()
+    driver = WorkflowDriver(refunds, aovs, allowed_checkpoint_types=REFUND)
+    assert asyncio.run(driver.resume(run_id)) is None
+    assert asyncio.run(driver.resume(run_id)) is None
+    assert HumanRequest.objects.get(run_id=run_id).prompt == "How much do we refund on A-1?"
+    answer(reviewer, "answer", data={"amount": 5, "reason": "late"})
+    assert asyncio.run(driver.resume(run_id)) == ["Refund 5: late"]
