@@ -34,11 +34,6 @@ pytest_plugins = ["tests.client_helpers"]
 
 
 @pytest.fixture
-def aovs(live_server, client_token) -> AsyncOversight:
-    return client_for(live_server, client_token, AsyncOversight)
-
-
-@pytest.fixture
 def run_id(aovs) -> int:
     async def start() -> int:
         session = await aovs.open_session(title="Async tests", external_id="thread-a")

@@ -19,17 +19,11 @@ from runs.actors import Actor
 from runs.models import ApprovalPolicy, CheckpointArtifact, Decision, Operation, Run
 from runs.services.decisions import expire_if_due
 from runs.services.runs import cancel_run
-from tests.client_helpers import client_for
 from tests.helpers import decide_on
 
 pytest_plugins = ["tests.client_helpers"]
 
 set_tracing_disabled(True)
-
-
-@pytest.fixture
-def aovs(live_server, client_token) -> AsyncOversight:
-    return client_for(live_server, client_token, AsyncOversight)
 
 
 @pytest.fixture

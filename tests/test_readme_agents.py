@@ -42,7 +42,7 @@ def run_example(live_server, project, owner, tmp_path):
 
 
 def test_the_chapter_marks_its_examples():
-    assert set(examples()) == {"sync", "async", "langgraph", "openai_agents"}
+    assert set(examples()) == {"sync", "async", "langgraph", "openai_agents", "agent_framework"}
 
 
 def test_the_langgraph_example_is_under_30_lines_of_code():
@@ -93,6 +93,15 @@ def test_the_openai_agents_example(run_example, reviewer):
     with deciding(reviewer, "pay-1"):
         shown = run_example("openai_agents")
     assert shown == "Paid.\n"
+    op = Operation.objects.get(call_id="pay-1")
+    assert (op.status, op.arguments) == ("committed", {"invoice": "INV-7", "amount": 45})
+    assert op.run.status == "completed"
+
+
+def test_the_agent_framework_example(run_example, reviewer):
+    with deciding(reviewer, "pay-1"):
+        shown = run_example("agent_framework")
+    assert shown == '{"paid": "INV-7", "amount": 45}\n'
     op = Operation.objects.get(call_id="pay-1")
     assert (op.status, op.arguments) == ("committed", {"invoice": "INV-7", "amount": 45})
     assert op.run.status == "completed"

@@ -22,16 +22,16 @@ from typing import Any
 
 from langgraph.types import Interrupt
 
-TEXT = {"type": "string"}
-# The server's limits on a request (runs/services/requests.py).
-PROMPT_CHARS, CONTEXT_CHARS, CHOICES_MAX, CHOICE_CHARS = 4000, 20_000, 20, 200
+from oversight_client.asking import TEXT, within_limits
+
+ASKER = "The agent's graph"
 
 
 def ask_for(interrupt: Interrupt) -> dict:
     """The keyword arguments of ``Oversight.ask`` for ``interrupt``, within the server's
     limits whatever the graph interrupts with: a long prompt goes to the context, a long
     context is cut, and choices the server cannot offer become a text answer."""
-    return within_limits(asked_for(interrupt))
+    return within_limits(asked_for(interrupt), ASKER)
 
 
 def asked_for(interrupt: Interrupt) -> dict:
@@ -52,29 +52,6 @@ def asked_for(interrupt: Interrupt) -> dict:
         prompt = value if isinstance(value, str) else json.dumps(value, default=str)
         asked = {"prompt": prompt}
     return asked | {"answer_schema": schema_of(interrupt.response_schema) or TEXT}
-
-
-def within_limits(asked: dict) -> dict:
-    prompt, context = asked["prompt"].strip(), asked.get("context", "")
-    if len(prompt) > PROMPT_CHARS:
-        prompt, context = "The agent's graph asks (in full below):", f"{prompt}\n\n{context}"
-    choices = asked.get("choices")
-    if choices is not None:
-        offered = list(dict.fromkeys(choices))  # the answer is one of them, as given
-        if 1 <= len(offered) <= CHOICES_MAX and all(
-            choice.strip() and len(choice) <= CHOICE_CHARS for choice in offered
-        ):
-            asked |= {"choices": offered}
-        else:  # the server would refuse them: an answer in words, the choices listed
-            listed = "\n".join(f"- {choice}" for choice in choices)
-            context = f"{context}\n\nChoices:\n{listed}"
-            asked = {k: v for k, v in asked.items() if k != "choices"} | {"answer_schema": TEXT}
-    if len(context) > CONTEXT_CHARS:
-        cut = f"\n\n(cut: {len(context) - CONTEXT_CHARS + 100} more characters)"
-        context = context[: CONTEXT_CHARS - 100] + cut
-    asked = {key: value for key, value in asked.items() if key != "context"}
-    asked["prompt"] = prompt or "The agent's graph waits for your answer."
-    return asked | ({"context": context} if context else {})
 
 
 def schema_of(response_schema: Any) -> dict | None:

@@ -16,7 +16,8 @@ except ImportError as missing:  # pragma: no cover - depends on what is installe
         'pip install "oversight-client[openai-agents]"'
     ) from missing
 
+from oversight_client.in_run import current_run, in_run
 from oversight_client.openai_agents.runner import OversightRunner
-from oversight_client.openai_agents.tools import current_run, in_run, supervised_function_tool
+from oversight_client.openai_agents.tools import supervised_function_tool
 
 __all__ = ["OversightRunner", "current_run", "in_run", "supervised_function_tool"]

@@ -17,7 +17,7 @@ from oversight_client.aio import AsyncOversight
 from oversight_client.cursor import FileCursor
 from oversight_client.errors import ENDED, OversightError
 from oversight_client.follower import Follower, decides
-from oversight_client.openai_agents.tools import in_run
+from oversight_client.in_run import in_run
 from oversight_client.storable import storable
 from oversight_client.told import as_text, not_proposed, outcome
 

@@ -5,40 +5,19 @@ is audited all the same). Its body is the client's supervised-tool steps
 (``AsyncOversight.tool``): claim, execute once with the approved arguments, verify,
 report."""
 
-import contextlib
-import contextvars
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from agents import FunctionTool, RunContextWrapper, function_tool
 from agents.tool_context import ToolContext
 
 from oversight_client.aio import AsyncOversight
-from oversight_client.errors import InvalidRequest, OperationEnded, RunClosed, WaitTimedOut
-from oversight_client.told import as_text, edited, in_order, outcome
+from oversight_client.answers import answer_of
+from oversight_client.errors import InvalidRequest, RunClosed
+from oversight_client.in_run import current_run
 
 HIDDEN = "idempotency_key"  # a parameter of the function, never of the model's schema
-_run: contextvars.ContextVar[int] = contextvars.ContextVar("oversight_run")
-
-
-@contextlib.contextmanager
-def in_run(run_id: int) -> Iterator[None]:
-    """Propose the tool calls of the ``Runner.run`` inside this block in run ``run_id``."""
-    token = _run.set(run_id)
-    try:
-        yield
-    finally:
-        _run.reset(token)
-
-
-def current_run() -> int:
-    try:
-        return _run.get()
-    except LookupError:
-        raise RuntimeError(
-            "a supervised tool runs in an Oversight run: call Runner.run inside in_run(run_id)"
-        ) from None
 
 
 def supervised_function_tool(
@@ -80,17 +59,8 @@ def supervised_function_tool(
 
         # Annotated ToolContext: the SDK passes the call's id only to a body that asks.
         async def call(ctx: ToolContext, raw: str) -> str:
-            arguments, call_id, run_id = json.loads(raw or "{}"), ctx.tool_call_id, current_run()
-            try:
-                output = await engine(run_id, call_id, **arguments)
-            except (OperationEnded, WaitTimedOut) as ended:
-                return outcome(ended)
-            except (InvalidRequest, RunClosed) as refused:
-                return f"This call was not made: {refused.detail}"
-            operation = await ovs.find_operation(run_id=run_id, call_id=call_id)
-            if operation and operation["arguments"] != operation["proposed_arguments"]:
-                return edited(in_order(operation["arguments"], arguments), output)
-            return as_text(output)  # JSON, as the model reads it
+            arguments, call_id = json.loads(raw or "{}"), ctx.tool_call_id
+            return await answer_of(ovs, engine, current_run(), call_id, arguments)
 
         shape = function_tool(fn, name_override=name, description_override=description)
         schema = dict(shape.params_json_schema)
