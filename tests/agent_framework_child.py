@@ -1,5 +1,5 @@
 """The paying agent's workflow as a child process (``python tests/agent_framework_child.py
-URL RUN_ID DIR [--start] [--three]``): with ``--start`` it starts the workflow in run
+URL RUN_ID --state DIR [--start] [--three]``): with ``--start`` it starts the workflow in run
 RUN_ID, then follows the feed (its cursor and ledger in DIR) until the workflow ends,
 saying so on stdout, and completes the run. With ``--three`` the model makes three calls
 in its turn, else one. With ``CRASH_AFTER_EFFECT`` naming a file that does not exist
@@ -7,10 +7,10 @@ yet, it kills itself (SIGKILL) right after its first payment is written to the l
 before it is reported, and writes the payment to that file. Its lease is short, for the
 restart to take over."""
 
+import argparse
 import asyncio
 import os
 import signal
-import sys
 from pathlib import Path
 
 from oversight_client import AsyncOversight
@@ -44,5 +44,12 @@ async def main(url: str, run_id: int, folder: Path, start: bool, calls: list) ->
 
 
 helpers.record = record_then_die
-calls = helpers.THREE if "--three" in sys.argv else [helpers.PAY]
-asyncio.run(main(sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), "--start" in sys.argv, calls))
+parser = argparse.ArgumentParser()
+parser.add_argument("url")
+parser.add_argument("run_id", type=int)
+parser.add_argument("--state", type=Path, required=True)
+parser.add_argument("--start", action="store_true")
+parser.add_argument("--three", action="store_true")
+given = parser.parse_args()
+calls = helpers.THREE if given.three else [helpers.PAY]
+asyncio.run(main(given.url, given.run_id, given.state, given.start, calls))

@@ -4,8 +4,6 @@ supervised tool into a ledger file, and a workflow of plain executors asking que
 
 import enum
 import json
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Never
@@ -28,7 +26,7 @@ from agent_framework import (
 
 from oversight_client import AsyncOversight, Observed
 from oversight_client.agent_framework import SupervisedTool, supervised_tool
-from tests.processes import ROOT, child_env
+from tests.processes import agent_child
 
 PAY = ("pay_invoice", {"invoice": "INV-7", "amount": 45}, "pay-1")
 # Three calls in one turn, for a reviewer to approve, reject and edit.
@@ -203,18 +201,6 @@ def asking(question: Any) -> Workflow:
 
 def agent_process(base: str, token: str, run_id: int, folder, *options: str, **env: str):
     """tests/agent_framework_child.py as a child process, with ``options`` and ``env``."""
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "tests/agent_framework_child.py",
-            base,
-            str(run_id),
-            str(folder),
-            *options,
-        ],
-        cwd=ROOT,
-        env={**child_env(), "PYTHONPATH": str(ROOT), "OVERSIGHT_TOKEN": token, **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    return agent_child(
+        "tests/agent_framework_child.py", base, token, str(run_id), folder, *options, **env
     )

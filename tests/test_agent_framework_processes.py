@@ -10,7 +10,7 @@ from runs.models import AgentToken, Operation
 from tests.agent_framework_helpers import agent_process
 from tests.client_helpers import client_for
 from tests.helpers import decide_on
-from tests.langgraph_helpers import eventually, said
+from tests.processes import eventually, said
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 

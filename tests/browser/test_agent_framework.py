@@ -3,7 +3,6 @@ reviewer in the browser: one approved, one rejected with a reason, one edited. T
 reads each outcome (the reason and the edit included), each approved payment is made
 once as approved, and an auditor reads who decided what and when on the run's page."""
 
-import json
 import re
 
 import pytest
@@ -12,14 +11,14 @@ from playwright.sync_api import Page, expect
 from runs.models import AgentToken, Operation, Run
 from tests.agent_framework_helpers import agent_process, payments
 from tests.browser.conftest import screenshot, sign_in
+from tests.browser.deciding import approve, decided_by_reviewer, edit, reject
 from tests.client_helpers import client_for
-from tests.langgraph_helpers import eventually, said
+from tests.processes import eventually, said
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
 REASON = "INV-8 was paid by card last week."
 COMMENT = "Net of the 5 € credit note."
-CONFIRM = "This cannot be undone. Type invoices.pay to confirm"  # rollback_kind="none"
 
 
 def open_proposal(page: Page, call_id: str, agent) -> Operation:
@@ -45,26 +44,13 @@ def test_a_reviewer_approves_rejects_and_edits_the_agent_s_calls_in_the_browser(
 
         open_proposal(page, "pay-1", agent)
         expect(page.locator("dl.arguments dd")).to_have_text(["45", '"INV-7"'])
-        approve = page.locator("form.decision-approve")
-        approve.get_by_label(CONFIRM).fill("invoices.pay")
-        approve.get_by_role("button", name="Approve").click()
-        expect(page.locator(".messages")).to_have_text("Approved; the agent carries it out now.")
+        approve(page)
 
         open_proposal(page, "pay-2", agent)
-        page.locator("details.more summary").get_by_text("Reject", exact=True).click()
-        reject = page.locator("form.decision-reject")
-        reject.get_by_label("Reason (required)").fill(REASON)
-        reject.get_by_role("button", name="Reject").click()
-        expect(page.locator(".messages")).to_have_text("Rejected; the agent reads your reason.")
+        reject(page, REASON)
 
         open_proposal(page, "pay-3", agent)
-        page.locator("details.more summary", has_text="Edit and approve").click()
-        edit = page.locator("form.decision-edit")
-        edit.get_by_label("Arguments (JSON)").fill(json.dumps({"invoice": "INV-9", "amount": 55}))
-        edit.get_by_label("Comment (optional)").fill(COMMENT)
-        edit.get_by_label(CONFIRM).fill("invoices.pay")
-        edit.get_by_role("button", name="Save edits and approve").click()
-        expect(page.locator(".messages")).to_have_text("Approved; the agent carries it out now.")
+        edit(page, {"invoice": "INV-9", "amount": 55}, COMMENT)
         expect(page.locator("#outcome .status")).to_have_text("Committed")
         screenshot(page, "agent-framework-edited-and-committed")
 
@@ -85,11 +71,7 @@ def test_a_reviewer_approves_rejects_and_edits_the_agent_s_calls_in_the_browser(
     sign_in(page, auditor)
     page.goto(f"/audit/runs/{run_id}/")
     expect(page.get_by_role("heading", level=1)).to_have_text(f"Run {run_id} history: Completed")
-    decided = (
-        page.locator("table.audit tbody tr")
-        .filter(has_text=re.compile(r"operation\.status"))
-        .filter(has_text="user reviewer")
-    )
+    decided = decided_by_reviewer(page)
     expect(decided).to_have_count(3)
     expect(decided).to_contain_text(
         ["proposed → approved", "proposed → rejected", "proposed → approved"]

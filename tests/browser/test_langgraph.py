@@ -5,7 +5,6 @@ reads every LangGraph checkpoint of the thread and every decision on the run's p
 A plain approval lets a second agent pay exactly what it proposed."""
 
 import json
-import re
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -13,6 +12,7 @@ from playwright.sync_api import Page, expect
 from graphs.models import GraphCheckpoint
 from runs.models import AgentToken, HumanRequest, Operation, Run
 from tests.browser.conftest import screenshot, sign_in
+from tests.browser.deciding import approve, decided_by_reviewer, edit, reject
 from tests.langgraph_helpers import agent_process, choose, conversation
 from tests.processes import eventually, said
 
@@ -21,7 +21,6 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 THREAD = "invoices-13"
 REASON = "INV-7 has a 10% early-payment discount."
 COMMENT = "Net of the 2 € credit note."
-CONFIRM = "This cannot be undone. Type invoices.pay to confirm"  # rollback_kind="none"
 # The model's arguments as a reviewer edited them, in the model's order.
 EDITED = 'A reviewer changed your arguments to {"invoice": "INV-7", "amount": 38}.'
 EDIT_TEXT = f'{EDITED} Result: {{"paid": "INV-7", "amount": 38}}'
@@ -74,25 +73,14 @@ def test_a_reviewer_steers_the_graph_in_the_browser_and_an_auditor_reads_it(
         # The thread resumed with the answer: the model proposes to pay INV-7, 45.
         first = proposal(page, "pay-INV-7-1", agent)
         open_proposal(page, first, {"invoice": "INV-7", "amount": 45})
-        page.locator("details.more summary").get_by_text("Reject", exact=True).click()
-        reject = page.locator("form.decision-reject")
-        reject.get_by_label("Reason (required)").fill(REASON)
-        reject.get_by_role("button", name="Reject").click()
-        expect(page.locator(".messages")).to_have_text("Rejected; the agent reads your reason.")
+        reject(page, REASON)
         expect(page.locator("#outcome .status")).to_have_text("Rejected")
 
         # The model read the reason and tries once more with 10% off.
         second = proposal(page, "pay-INV-7-2", agent)
         open_proposal(page, second, {"invoice": "INV-7", "amount": 40})
-        page.locator("details.more summary", has_text="Edit and approve").click()
-        edit = page.locator("form.decision-edit")
-        editor = edit.get_by_label("Arguments (JSON)")
-        assert json.loads(editor.input_value()) == {"amount": 40, "invoice": "INV-7"}
-        editor.fill(json.dumps({"amount": 38, "invoice": "INV-7"}, indent=2))
-        edit.get_by_label("Comment (optional)").fill(COMMENT)
-        edit.get_by_label(CONFIRM).fill("invoices.pay")
-        edit.get_by_role("button", name="Save edits and approve").click()
-        expect(page.locator(".messages")).to_have_text("Approved; the agent carries it out now.")
+        shown = {"amount": 40, "invoice": "INV-7"}
+        edit(page, {"amount": 38, "invoice": "INV-7"}, COMMENT, shown)
         diff = page.get_by_label("Changes from the proposal")
         expect(diff.locator("span.del")).to_have_text(['-   "amount": 40,'])
         expect(diff.locator("span.add")).to_have_text(['+   "amount": 38,'])
@@ -131,11 +119,7 @@ def test_a_reviewer_steers_the_graph_in_the_browser_and_an_auditor_reads_it(
     expect(page.get_by_role("heading", level=1)).to_have_text(f"Run {run.pk} history: Completed")
 
     # Every decision, in the run's chain, by whom and why.
-    decided = (
-        page.locator("table.audit tbody tr")
-        .filter(has_text=re.compile(r"(request|operation)\.status"))
-        .filter(has_text="user reviewer")
-    )
+    decided = decided_by_reviewer(page, r"(request|operation)\.status")
     expect(decided).to_have_count(3)
     expect(decided).to_contain_text(
         ["open → answered", "proposed → rejected", "proposed → approved"]
@@ -176,10 +160,7 @@ def test_an_approval_in_the_browser_pays_what_the_model_proposed(
         sign_in(page, reviewer)
         operation = proposal(page, "pay-INV-42-1", agent)
         open_proposal(page, operation, {"invoice": "INV-42", "amount": 120})
-        approve = page.locator("form.decision-approve")
-        approve.get_by_label(CONFIRM).fill("invoices.pay")
-        approve.get_by_role("button", name="Approve").click()
-        expect(page.locator(".messages")).to_have_text("Approved; the agent carries it out now.")
+        approve(page)
         expect(page.locator("#outcome .status")).to_have_text("Committed")
         assert said(agent) == 'Done: {"paid": "INV-42", "amount": 120}'
         assert agent.wait(timeout=30) == 0

@@ -5,7 +5,6 @@ made it and when, and the turns the agent mirrored into the run. An admin cancel
 run in the browser stops the waiting agent, which pays nothing."""
 
 import json
-import re
 from datetime import datetime
 
 import pytest
@@ -13,13 +12,13 @@ from playwright.sync_api import Page, expect
 
 from runs.models import AgentToken, Checkpoint, Operation, Run
 from tests.browser.conftest import screenshot, sign_in
+from tests.browser.deciding import decided_by_reviewer, edit, reject
 from tests.processes import agent_child, eventually, said
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
 REASON = "INV-7 has a 10% early-payment discount."
 COMMENT = "Net of the 2 € credit note."
-CONFIRM = "This cannot be undone. Type invoices.pay to confirm"  # rollback_kind="none"
 EDITED = 'A reviewer changed your arguments to {"invoice": "INV-7", "amount": 38}.'
 DONE = f'Done: {EDITED} Result: {{"paid": "INV-7", "amount": 38}}'
 
@@ -48,21 +47,11 @@ def test_a_reviewer_steers_the_agent_in_the_browser_and_the_history_shows_who_an
         assert said(agent) == "waiting for reviewers"
         sign_in(page, reviewer)
         open_proposal(page, "pay-INV-7-1", agent, {"invoice": "INV-7", "amount": 45})
-        page.locator("details.more summary").get_by_text("Reject", exact=True).click()
-        reject = page.locator("form.decision-reject")
-        reject.get_by_label("Reason (required)").fill(REASON)
-        reject.get_by_role("button", name="Reject").click()
-        expect(page.locator(".messages")).to_have_text("Rejected; the agent reads your reason.")
+        reject(page, REASON)
 
         # The model read the reason and tries once more with 10% off: edited to 38.
         second = open_proposal(page, "pay-INV-7-2", agent, {"invoice": "INV-7", "amount": 40})
-        page.locator("details.more summary", has_text="Edit and approve").click()
-        edit = page.locator("form.decision-edit")
-        edit.get_by_label("Arguments (JSON)").fill(json.dumps({"amount": 38, "invoice": "INV-7"}))
-        edit.get_by_label("Comment (optional)").fill(COMMENT)
-        edit.get_by_label(CONFIRM).fill("invoices.pay")
-        edit.get_by_role("button", name="Save edits and approve").click()
-        expect(page.locator(".messages")).to_have_text("Approved; the agent carries it out now.")
+        edit(page, {"amount": 38, "invoice": "INV-7"}, COMMENT)
         expect(page.locator("#outcome .status")).to_have_text("Committed")
         screenshot(page, "openai-agents-edited-and-committed")
         assert said(agent) == DONE
@@ -79,11 +68,7 @@ def test_a_reviewer_steers_the_agent_in_the_browser_and_the_history_shows_who_an
     run = Run.objects.get(external_id="oa-7")
     page.goto(f"/audit/runs/{run.pk}/")
     expect(page.get_by_role("heading", level=1)).to_have_text(f"Run {run.pk} history: Completed")
-    decided = (
-        page.locator("table.audit tbody tr")
-        .filter(has_text=re.compile(r"operation\.status"))
-        .filter(has_text="user reviewer")
-    )
+    decided = decided_by_reviewer(page)
     expect(decided).to_have_count(2)
     expect(decided).to_contain_text(["proposed → rejected", "proposed → approved"])
     expect(decided).to_contain_text([REASON, COMMENT])
