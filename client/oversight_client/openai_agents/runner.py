@@ -7,21 +7,17 @@ Once reviewers decided every call it waits for, the state is resumed: approved c
 run (once, with the approved arguments), the others are rejected with what ended them,
 a reviewer's reason included, for the model to read."""
 
-import asyncio
-import logging
-from collections.abc import Callable
 from typing import Any
 
 from agents import Agent, RunHooks, Runner, RunResult, RunState
 
 from oversight_client.aio import AsyncOversight
 from oversight_client.cursor import FileCursor
-from oversight_client.errors import ENDED, Unreachable
+from oversight_client.errors import ENDED
+from oversight_client.follower import RunFollower, last_marked
 from oversight_client.openai_agents.tools import in_run
 from oversight_client.told import as_text, outcome
 
-log = logging.getLogger(__name__)
-MAX_PAUSE = 30  # seconds between tries while Oversight is out of reach
 STATE = "openai-agents-run-state.json"
 MESSAGE_CHARS = 20_000  # a mirrored turn, at most (the server takes 100,000)
 MARK = "openai_agents_state"  # the data key of the run's message naming its stored state
@@ -46,58 +42,14 @@ class RunMirror(RunHooks):
         await self.ovs.message(self.run_id, cut, kind=kind)
 
 
-class OversightRunner:
+class OversightRunner(RunFollower):
     """Runs ``agent`` in Oversight runs, with ``ovs`` (the supervised tools' client), and
     follows the token's feed to resume them as reviewers decide (``cursor``, e.g. a
     ``FileCursor``, keeps its place across restarts)."""
 
     def __init__(self, agent: Agent, ovs: AsyncOversight, cursor: FileCursor | None = None):
-        self.agent, self.ovs, self.cursor = agent, ovs, cursor
-        self.after = cursor.load() if cursor else 0
-        self.results: dict[int, RunResult] = {}  # the runs that ended while followed
-        self.failed: dict[int, str] = {}  # runs whose resume raised, with the error
-
-    async def follow(self, stop: Callable[[], bool] = lambda: False, wait: int = 30) -> None:
-        """Resume runs as their calls are decided, until ``stop()`` (asked between long
-        polls of at most ``wait`` seconds); Oversight out of reach pauses, not ends, it."""
-        pause = 1
-        while not stop():
-            try:
-                await self.poll(wait)
-                pause = 1
-            except Unreachable:
-                log.warning("Oversight is out of reach: trying again in %s s", pause)
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, MAX_PAUSE)
-
-    async def poll(self, wait: int = 0) -> int:
-        """Handle one page of the feed; returns how many runs were resumed. A run whose
-        resume raises is logged and kept in ``failed``: it holds up no other."""
-        page = await self.ovs.events_page(self.after, wait)
-        resumed = 0
-        for event in page["events"]:
-            if event["event"] == "operation.status" and event["to_status"] != "proposed":
-                resumed += await self._resume_safely(event["run"])
-            self.after = event["seq"]
-            if self.cursor:
-                self.cursor.save(self.after)
-        self.after = max(self.after, page["cursor"])
-        return resumed
-
-    async def _resume_safely(self, run_id: int) -> bool:
-        try:
-            ran, result = await self._resume(run_id)
-        except Unreachable:
-            raise
-        except Exception as error:
-            log.exception("run %s could not be resumed", run_id)
-            self.failed[run_id] = f"{type(error).__name__}: {error}"
-            return False
-        if result is not None:
-            self.results[run_id] = result
-        if ran:
-            self.failed.pop(run_id, None)
-        return ran
+        super().__init__(ovs, cursor)
+        self.agent = agent
 
     async def run(self, input: Any, run_id: int) -> RunResult | None:
         """Run the agent; its result, or None while calls wait for reviewers."""
@@ -117,7 +69,7 @@ class OversightRunner:
         agent never runs again."""
         if (await self.ovs.run(run_id))["status"] == "cancelled":
             return False, None
-        sha256 = await self._stored(run_id)
+        sha256 = await last_marked(self.ovs, run_id, MARK)  # None: resumed since
         if sha256 is None:
             return False, None
         text = (await self.ovs.fetch_artifact(sha256)).decode()
@@ -147,14 +99,3 @@ class OversightRunner:
         text = "The agent's run waits for reviewers; its state is stored with the run."
         await self.ovs.message(run_id, text, data={MARK: stored["sha256"]})
         return None
-
-    async def _stored(self, run_id: int) -> str | None:
-        """The sha256 of the state the run's messages last named (None: resumed since)."""
-        named, after = None, 0
-        while page := await self.ovs.messages(run_id, after, 100):
-            for message in page:
-                data = (message.get("payload") or {}).get("data") or {}
-                if MARK in data:
-                    named = data[MARK]
-            after = page[-1]["seq"]
-        return named
