@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from oversight_client import Oversight
+from oversight_client import AsyncOversight, Oversight
 from runs.actors import Actor
 from runs.models import AgentToken, Decision, HumanRequest, Operation, Run
 from runs.services import requests as human_requests
@@ -37,6 +37,11 @@ def client_token(project, owner) -> str:
 @pytest.fixture
 def ovs(live_server, client_token) -> Oversight:
     return client_for(live_server, client_token)
+
+
+@pytest.fixture
+def aovs(live_server, client_token) -> AsyncOversight:
+    return client_for(live_server, client_token, AsyncOversight)
 
 
 @pytest.fixture

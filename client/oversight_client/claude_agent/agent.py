@@ -1,0 +1,81 @@
+"""``OversightAgent``: Claude Agent SDK queries whose tool calls wait for reviewers
+without holding a process: the ``PreToolUse`` hook defers a call still to be decided
+(the CLI ends the query and keeps the session), names the session on the Oversight run,
+and the agent follows the token's feed to resume it once the call is decided; the hook
+then allows the call (with the reviewer's input) or denies it (with why)."""
+
+import dataclasses
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from claude_agent_sdk import ClaudeAgentOptions, ResultMessage, query
+
+from oversight_client.aio import AsyncOversight
+from oversight_client.claude_agent.gate import MARK, Action, OversightGate
+from oversight_client.cursor import FileCursor
+from oversight_client.follower import RunFollower, last_marked
+
+MESSAGE_CHARS = 20_000  # the agent's last words mirrored into the run, at most
+CARRY_ON = "Your tool call was decided; carry on."
+
+
+class OversightAgent(RunFollower):
+    """Runs ``options`` (the hooks of an ``OversightGate`` added to them) in Oversight
+    runs, and follows the token's feed to resume the sessions whose deferred call was
+    decided (``cursor``, e.g. a ``FileCursor``, keeps its place across restarts).
+    ``resume_prompt`` is the user message the resumed session goes on with, once the
+    deferred call has been allowed or denied."""
+
+    def __init__(
+        self,
+        ovs: AsyncOversight,
+        actions: Mapping[str, Action],
+        options: ClaudeAgentOptions,
+        *,
+        unsupervised: Collection[str] = (),
+        cursor: FileCursor | None = None,
+        resume_prompt: str = CARRY_ON,
+    ) -> None:
+        super().__init__(ovs, cursor)
+        self.actions, self.options = dict(actions), options
+        self.unsupervised, self.resume_prompt = unsupervised, resume_prompt
+
+    async def run(self, prompt: str, run_id: int) -> ResultMessage | None:
+        """Run the query; its result, or None while a call waits for reviewers."""
+        await self.ovs.message(run_id, prompt, kind="user")
+        return await self._query(prompt, run_id, None)
+
+    async def resume(self, run_id: int) -> ResultMessage | None:
+        """Resume the run's deferred session if its call is decided; the result, or
+        None while it waits (again) or there is nothing to resume."""
+        return (await self._resume(run_id))[1]
+
+    async def _resume(self, run_id: int) -> tuple[bool, ResultMessage | None]:
+        """Whether the session was resumed, and its result if it ended. A cancelled
+        run's agent never runs again."""
+        if (await self.ovs.run(run_id))["status"] == "cancelled":
+            return False, None
+        deferred = await last_marked(self.ovs, run_id, MARK)  # None: resumed since
+        if not isinstance(deferred, dict):
+            return False, None
+        operation = await self.ovs.find_operation(run_id=run_id, call_id=deferred["call"])
+        if operation is None or operation["status"] == "proposed":
+            return False, None
+        await self.ovs.message(run_id, "The agent's session resumed.", data={MARK: None})
+        return True, await self._query(self.resume_prompt, run_id, deferred["session"])
+
+    async def _query(self, prompt: str, run_id: int, session: str | None) -> ResultMessage | None:
+        gate = OversightGate(self.ovs, run_id, self.actions, unsupervised=self.unsupervised)
+        hooks = {**(self.options.hooks or {})}
+        for event, matchers in gate.hooks(defer=True).items():
+            hooks[event] = [*hooks.get(event, []), *matchers]
+        options = dataclasses.replace(self.options, hooks=hooks, resume=session)
+        result: Any = None
+        async for message in query(prompt=prompt, options=options):
+            if isinstance(message, ResultMessage):
+                result = message
+        if result is None or result.stop_reason == "tool_deferred":
+            return None
+        if result.result:
+            await self.ovs.message(run_id, result.result[:MESSAGE_CHARS], kind="agent")
+        return result
