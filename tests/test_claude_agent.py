@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from oversight_client import AsyncOversight
 from oversight_client.claude_agent import Action, OversightAgent, OversightGate
-from oversight_client.claude_agent.gate import MARK
+from oversight_client.claude_agent.gate import MADE_ALREADY, MARK
 from oversight_client.cursor import FileCursor
 from runs.actors import Actor
 from runs.models import Decision, Message, Operation, Run
@@ -175,6 +175,20 @@ def test_a_hook_that_raises_blocks_the_call(aovs, run_id, options, paid):
     result = ask(options, **gated(Broken(aovs, run_id, ACTIONS)))
     assert paid == []
     assert 'blocking because onFailure is "block"' in result.result
+
+
+def test_a_call_allowed_once_is_never_allowed_again(aovs, run_id, reviewer):
+    """Asked again for a call it allowed (its agent stopped before the report), the gate
+    denies it: the call may have been made, and Oversight cannot check a CLI tool."""
+
+    def decide(gate: OversightGate):
+        return asyncio.run(gate.decide(PAY, ASKED, "toolu_pay_1"))
+
+    with deciding(reviewer, "toolu_pay_1"):
+        assert decide(OversightGate(aovs, run_id, ACTIONS)).behavior == "allow"
+    again = decide(OversightGate(aovs, run_id, ACTIONS, lease_seconds=1))
+    assert (again.behavior, again.reason) == ("deny", MADE_ALREADY)
+    assert Operation.objects.get(call_id="toolu_pay_1").status == "in_flight"
 
 
 def test_a_tool_without_an_action_is_denied(aovs, run_id, options, paid):

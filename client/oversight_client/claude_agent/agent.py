@@ -61,8 +61,12 @@ class OversightAgent(RunFollower):
         operation = await self.ovs.find_operation(run_id=run_id, call_id=deferred["call"])
         if operation is None or operation["status"] == "proposed":
             return False, None
-        await self.ovs.message(run_id, "The agent's session resumed.", data={MARK: None})
-        return True, await self._query(self.resume_prompt, run_id, deferred["session"])
+        result = await self._query(self.resume_prompt, run_id, deferred["session"])
+        # Named until it ran to its end: an agent stopped on the way resumes it again
+        # (the gate never allows a call twice). A call deferred meanwhile stays named.
+        if await last_marked(self.ovs, run_id, MARK) == deferred:
+            await self.ovs.message(run_id, "The agent's session was resumed.", data={MARK: None})
+        return True, result
 
     async def _query(self, prompt: str, run_id: int, session: str | None) -> ResultMessage | None:
         gate = OversightGate(self.ovs, run_id, self.actions, unsupervised=self.unsupervised)

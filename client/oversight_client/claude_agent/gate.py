@@ -28,7 +28,13 @@ from claude_agent_sdk import (
 )
 
 from oversight_client.aio import AsyncOversight
-from oversight_client.errors import InvalidRequest, OperationEnded, RunClosed, WaitTimedOut
+from oversight_client.errors import (
+    InvalidRequest,
+    OperationEnded,
+    RunClosed,
+    StaleState,
+    WaitTimedOut,
+)
 from oversight_client.told import as_text, edited, in_order, outcome
 from oversight_client.waits import operation_settled
 
@@ -191,7 +197,10 @@ class OversightGate:
         if operation["status"] == "committed":  # by Oversight, or before the agent stopped
             made = f"This call was made already: {as_text(operation['output'])}"
             return Verdict("deny", reason=made)
-        claim = await self.ovs.claim(operation["id"], self.lease_seconds, self.executor)
+        try:
+            claim = await self.ovs.claim(operation["id"], self.lease_seconds, self.executor)
+        except StaleState:  # an executor holds it, or held it and stopped: maybe made
+            return Verdict("deny", reason=MADE_ALREADY)
         if claim["intent"] is not None:
             return Verdict("deny", reason=MADE_ALREADY)
         snapshot = {"tool": tool, "tool_use_id": call_id}
