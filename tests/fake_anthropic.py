@@ -21,11 +21,13 @@ def text_of(block: dict) -> str:
 
 
 class ScriptedModel:
-    """Calls ``tool`` with ``input`` (as ``tool_use_id``), then answers ``Read: <the
-    tool's result>``. ``requests`` keeps the bodies it was sent."""
+    """Calls ``tool`` with ``input`` (as ``tool_use_id``; and beside it with each input
+    of ``also``, by id), then answers ``Read: <the last tool result>``. ``requests``
+    keeps the bodies it was sent."""
 
     def __init__(self, tool: str, input: dict, tool_use_id: str = "toolu_01") -> None:
         self.tool, self.input, self.tool_use_id = tool, input, tool_use_id
+        self.also: dict[str, dict] = {}
         self.requests: list[dict] = []
 
     def reply(self, body: dict) -> list[dict]:
@@ -40,8 +42,10 @@ class ScriptedModel:
         ]
         if results:
             return [{"type": "text", "text": f"Read: {text_of(results[-1])}"}]
+        calls = {self.tool_use_id: self.input, **self.also}
         return [
-            {"type": "tool_use", "id": self.tool_use_id, "name": self.tool, "input": self.input}
+            {"type": "tool_use", "id": call_id, "name": self.tool, "input": input}
+            for call_id, input in calls.items()
         ]
 
 

@@ -268,3 +268,19 @@ def test_a_cancelled_run_is_never_resumed(aovs, run_id, options, paid, admin_use
     cancel_run(run=Run.objects.get(pk=run_id), actor=Actor.of_user(admin_user), reason="stop")
     assert asyncio.run(agent.poll()) == 0
     assert paid == []
+
+
+def test_calls_side_by_side_defer_one_and_withdraw_the_other(
+    aovs, run_id, options, paid, model, tmp_path
+):
+    """The CLI defers a single call per turn: the others of the turn never run, and
+    their proposals are withdrawn, so that no reviewer approves a call nobody makes."""
+    model.also = {"toolu_pay_2": {"invoice": "INV-8", "amount": 120}}
+    agent = agent_for(aovs, options, tmp_path)
+    assert asyncio.run(agent.run("Pay INV-7 and INV-8", run_id)) is None
+    statuses = dict(Operation.objects.values_list("call_id", "status"))
+    waiting = [call for call, status in statuses.items() if status == "proposed"]
+    assert sorted(statuses.values()) == ["cancelled", "proposed"]
+    last = Message.objects.filter(run_id=run_id, payload__data__has_key=MARK).last()
+    assert last.payload["data"][MARK]["call"] == waiting[0]
+    assert paid == []

@@ -4,6 +4,7 @@ without holding a process: the ``PreToolUse`` hook defers a call still to be dec
 and the agent follows the token's feed to resume it once the call is decided; the hook
 then allows the call (with the reviewer's input) or denies it (with why)."""
 
+import contextlib
 import dataclasses
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -11,12 +12,14 @@ from typing import Any
 from claude_agent_sdk import ClaudeAgentOptions, ResultMessage, query
 
 from oversight_client.aio import AsyncOversight
-from oversight_client.claude_agent.gate import MARK, Action, OversightGate
+from oversight_client.claude_agent.gate import MARK, WAITING, Action, OversightGate
 from oversight_client.cursor import FileCursor
+from oversight_client.errors import Conflict
 from oversight_client.follower import RunFollower, last_marked
 
 MESSAGE_CHARS = 20_000  # the agent's last words mirrored into the run, at most
 CARRY_ON = "Your tool call was decided; carry on."
+DROPPED = "The CLI defers one call per turn and dropped this one: the model may ask again."
 
 
 class OversightAgent(RunFollower):
@@ -78,8 +81,22 @@ class OversightAgent(RunFollower):
         async for message in query(prompt=prompt, options=options):
             if isinstance(message, ResultMessage):
                 result = message
-        if result is None or result.stop_reason == "tool_deferred":
+        if result is not None and result.deferred_tool_use is not None:
+            await self._deferred(run_id, gate, result)
             return None
-        if result.result:
+        if result is not None and result.result:
             await self.ovs.message(run_id, result.result[:MESSAGE_CHARS], kind="agent")
         return result
+
+    async def _deferred(self, run_id: int, gate: OversightGate, result: ResultMessage) -> None:
+        """Name the call the session waits for (the hook did, unless the turn had other
+        calls). The CLI defers one call per turn: the others of the turn it drops (they
+        never run), so their proposals are withdrawn."""
+        kept = result.deferred_tool_use.id
+        for call_id, op_id in gate.deferred.items():
+            if call_id != kept:
+                with contextlib.suppress(Conflict):  # decided and ended meanwhile
+                    await self.ovs.withdraw(op_id, DROPPED)
+        deferred = {"session": result.session_id, "call": kept}
+        if await last_marked(self.ovs, run_id, MARK) != deferred:  # the hook named another
+            await self.ovs.message(run_id, WAITING, data={MARK: deferred})

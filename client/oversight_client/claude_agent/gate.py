@@ -40,6 +40,7 @@ from oversight_client.waits import operation_settled
 
 log = logging.getLogger(__name__)
 MARK = "claude_agent_deferred"  # the data key of the run's message naming a deferred call
+WAITING = "The agent's session waits for reviewers to decide on its call."
 OUTPUT_CHARS = 20_000  # a tool's output as reported, at most
 MARGIN = 60  # seconds the waiting hook's CLI timeout allows beyond the wait itself
 UNMAPPED = "This tool is not allowed here: no Oversight action is configured for it."
@@ -98,6 +99,7 @@ class OversightGate:
         self.unsupervised, self.timeout = frozenset(unsupervised), timeout
         self.lease_seconds, self.executor = lease_seconds, executor
         self._claimed: dict[str, tuple[int, int, dict]] = {}  # call id: op, epoch, proposed
+        self.deferred: dict[str, int] = {}  # the calls this gate deferred: call id: op id
 
     def hooks(self, *, defer: bool = False) -> dict[str, list[HookMatcher]]:
         """The hooks for ``ClaudeAgentOptions.hooks``: ``PreToolUse`` asks Oversight
@@ -189,9 +191,9 @@ class OversightGate:
         )
         if not operation_settled(operation):  # raises if it ended without the effect
             if session is not None:
-                text = "The agent's session waits for reviewers to decide on its call."
                 deferred = {"session": session, "call": call_id}
-                await self.ovs.message(self.run_id, text, data={MARK: deferred})
+                await self.ovs.message(self.run_id, WAITING, data={MARK: deferred})
+                self.deferred[call_id] = operation["id"]
                 return Verdict("defer")
             operation = await self.ovs.wait(operation["id"], timeout=self.timeout)
         if operation["status"] == "committed":  # by Oversight, or before the agent stopped
