@@ -81,8 +81,8 @@ class OversightGate:
     """Tool calls of run ``run_id`` under oversight: ``actions`` maps the SDK's tool
     names (``Bash``, ``mcp__<server>__<tool>``…) to Oversight actions; tools named in
     ``unsupervised`` are left to the SDK's own permissions; any other tool is denied.
-    ``timeout`` is how long a call waits for reviewers (default: the client's
-    ``wait_timeout``); ``lease_seconds`` must outlast a tool's run."""
+    ``timeout`` is how long a call waits for reviewers before it is withdrawn and
+    denied; ``lease_seconds`` must outlast a tool's run."""
 
     def __init__(
         self,
@@ -91,7 +91,7 @@ class OversightGate:
         actions: Mapping[str, Action],
         *,
         unsupervised: Collection[str] = (),
-        timeout: float | None = None,
+        timeout: float = 900,
         lease_seconds: int = 600,
         executor: str = "claude-agent-sdk",
     ) -> None:
@@ -108,11 +108,9 @@ class OversightGate:
         blocks the call (the SDK's default would let it run); and the
         ``reporting_hooks``. A hook that allows a call skips ``can_use_tool``, and
         it sees every call, those the CLI would allow without asking too."""
-        waits = None if defer else (self.timeout or self.ovs._core.wait_timeout or 86_400)
         pre = functools.partial(self.pre_tool_use, defer=defer)
-        matcher = HookMatcher(
-            hooks=[pre], timeout=None if waits is None else waits + MARGIN, on_failure="block"
-        )
+        waits = None if defer else self.timeout + MARGIN  # deferring, the CLI's default
+        matcher = HookMatcher(hooks=[pre], timeout=waits, on_failure="block")
         return {"PreToolUse": [matcher], **self.reporting_hooks()}
 
     def reporting_hooks(self) -> dict[str, list[HookMatcher]]:
