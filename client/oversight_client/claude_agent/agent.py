@@ -6,6 +6,7 @@ then allows the call (with the reviewer's input) or denies it (with why)."""
 
 import contextlib
 import dataclasses
+import uuid
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -17,7 +18,7 @@ from oversight_client.cursor import FileCursor
 from oversight_client.errors import Conflict
 from oversight_client.follower import RunFollower, last_marked
 
-MESSAGE_CHARS = 20_000  # the agent's last words mirrored into the run, at most
+MESSAGE_CHARS = 20_000  # the prompt and the agent's last words, as the run shows them
 CARRY_ON = "Your tool call was decided; carry on."
 DROPPED = "The CLI defers one call per turn and dropped this one: the model may ask again."
 
@@ -45,7 +46,7 @@ class OversightAgent(RunFollower):
 
     async def run(self, prompt: str, run_id: int) -> ResultMessage | None:
         """Run the query; its result, or None while a call waits for reviewers."""
-        await self.ovs.message(run_id, prompt, kind="user")
+        await self.ovs.message(run_id, prompt[:MESSAGE_CHARS], kind="user")
         return await self._query(prompt, run_id, None)
 
     async def resume(self, run_id: int) -> ResultMessage | None:
@@ -61,10 +62,11 @@ class OversightAgent(RunFollower):
         deferred = await last_marked(self.ovs, run_id, MARK)  # None: resumed since
         if not isinstance(deferred, dict):
             return False, None
+        session = str(uuid.UUID(deferred["session"]))  # a session id, not a CLI option
         operation = await self.ovs.find_operation(run_id=run_id, call_id=deferred["call"])
         if operation is None or operation["status"] == "proposed":
             return False, None
-        result = await self._query(self.resume_prompt, run_id, deferred["session"])
+        result = await self._query(self.resume_prompt, run_id, session)
         # Named until it ran to its end: an agent stopped on the way resumes it again
         # (the gate never allows a call twice). A call deferred meanwhile stays named.
         if await last_marked(self.ovs, run_id, MARK) == deferred:
