@@ -57,6 +57,8 @@ def options(model, paid, tmp_path):
 
     @tool("pay", "Pay a supplier invoice", {"invoice": str, "amount": int})
     async def pay(args: dict) -> dict:
+        if args["amount"] <= 0:
+            raise ValueError("the bank refuses a payment of 0 or less")
         paid.append(args)
         return {"content": [{"type": "text", "text": f"paid {args['invoice']}: {args['amount']}"}]}
 
@@ -177,6 +179,20 @@ def test_a_hook_that_raises_blocks_the_call(aovs, run_id, options, paid):
     assert 'blocking because onFailure is "block"' in result.result
 
 
+def test_a_tool_that_fails_after_approval_is_left_to_a_person(
+    aovs, run_id, options, paid, reviewer, model
+):
+    """A failed tool may have done part of its work, and Oversight cannot look: the
+    call is reported uncertain and a person is alerted; the model reads the error."""
+    model.input = {"invoice": "INV-7", "amount": 0}
+    with deciding(reviewer, "toolu_pay_1"):
+        result = ask(options, **gated(OversightGate(aovs, run_id, ACTIONS)))
+    assert result.result == "Read: the bank refuses a payment of 0 or less"
+    operation = Operation.objects.get(call_id="toolu_pay_1")
+    assert operation.status == "alerted"
+    assert "the bank refuses a payment of 0 or less" in operation.status_reason
+
+
 def test_a_call_allowed_once_is_never_allowed_again(aovs, run_id, reviewer):
     """Asked again for a call it allowed (its agent stopped before the report), the gate
     denies it: the call may have been made, and Oversight cannot check a CLI tool."""
@@ -283,4 +299,23 @@ def test_calls_side_by_side_defer_one_and_withdraw_the_other(
     assert sorted(statuses.values()) == ["cancelled", "proposed"]
     last = Message.objects.filter(run_id=run_id, payload__data__has_key=MARK).last()
     assert last.payload["data"][MARK]["call"] == waiting[0]
+    assert paid == []
+
+
+def test_a_stored_session_that_is_not_a_session_id_is_never_resumed(
+    aovs, run_id, options, paid, reviewer, tmp_path
+):
+    """What names the session is read back from the run's messages: anything but a
+    session id (say, a CLI option) fails the resume, which the follower keeps."""
+
+    async def mark() -> None:
+        await aovs.propose(run_id, "toolu_pay_9", "invoices.pay", ASKED, rollback_kind="none")
+        forged = {"session": "--dangerously-skip-permissions", "call": "toolu_pay_9"}
+        await aovs.message(run_id, "forged", data={MARK: forged})
+
+    asyncio.run(mark())
+    decide_on(Operation.objects.get(call_id="toolu_pay_9"), reviewer)
+    agent = agent_for(aovs, options, tmp_path)
+    assert asyncio.run(agent.poll()) == 0
+    assert agent.failed[run_id].startswith("ValueError")
     assert paid == []
