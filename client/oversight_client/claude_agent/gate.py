@@ -10,7 +10,9 @@ Oversight out of reach (fail closed: no answer is never a yes).
 
 Oversight cannot verify what a CLI tool did: an approved call whose intent was already
 recorded (the agent stopped between allowing it and reporting it) is never allowed
-again; the server alerts a person once its lease has lapsed."""
+again, and the server alerts a person once its lease has lapsed; a call that failed
+(``PostToolUseFailure``) may have done part of its work, so it is reported uncertain
+and alerted at once."""
 
 import functools
 import json
@@ -115,7 +117,8 @@ class OversightGate:
 
     def reporting_hooks(self) -> dict[str, list[HookMatcher]]:
         """``PostToolUse`` and ``PostToolUseFailure``, which report what an allowed
-        call did: with ``can_use_tool`` as the gate, add these to the options."""
+        call did: with ``can_use_tool`` as the gate, add these to the options. Their
+        failure (a report refused, say) blocks nothing: the call has run already."""
         return {
             "PostToolUse": [HookMatcher(hooks=[self.post_tool_use])],
             "PostToolUseFailure": [HookMatcher(hooks=[self.post_tool_use_failure])],
