@@ -319,3 +319,17 @@ def test_a_stored_session_that_is_not_a_session_id_is_never_resumed(
     assert asyncio.run(agent.poll()) == 0
     assert agent.failed[run_id].startswith("ValueError")
     assert paid == []
+
+
+def test_a_built_in_tool_runs_in_the_cli_only_once_approved(
+    aovs, run_id, options, reviewer, model, tmp_path
+):
+    """Bash, as the CLI runs it: gated, edited and reported the same way."""
+    model.tool, model.input = "Bash", {"command": "echo INV-7 45 >> ledger.txt"}
+    gate = OversightGate(aovs, run_id, {"Bash": Action("shell.run", rollback_kind="none")})
+    edit = {"command": "echo INV-7 40 >> ledger.txt"}
+    with deciding(reviewer, "toolu_pay_1", Decision.Kind.EDIT, arguments=edit):
+        ask(replace(options, tools=["Bash"]), **gated(gate))
+    assert (tmp_path / "ledger.txt").read_text() == "INV-7 40\n"
+    operation = Operation.objects.get(call_id="toolu_pay_1")
+    assert (operation.status, operation.arguments) == ("committed", edit)
