@@ -12,6 +12,7 @@ import pytest
 
 from runs.models import AgentToken, Decision, Operation
 from tests.client_helpers import answering, deciding
+from tests.fake_anthropic import FakeAnthropic, ScriptedModel, cli_env
 from tests.processes import ROOT
 
 EXAMPLE = re.compile(r"<!-- tested: (\w+) [^>]*-->\n```python\n(.*?)```", re.DOTALL)
@@ -26,11 +27,11 @@ def run_example(live_server, project, owner, tmp_path):
     token = AgentToken.issue(project=project, name="readme", owner=owner)[1]
     env = {**os.environ, "OVERSIGHT_URL": live_server.url, "OVERSIGHT_TOKEN": token}
 
-    def run(name: str) -> str:
+    def run(name: str, **more_env: str) -> str:
         done = subprocess.run(
             [sys.executable, "-c", examples()[name]],
             cwd=tmp_path,
-            env=env,
+            env={**env, **more_env},
             capture_output=True,
             text=True,
             timeout=90,
@@ -42,7 +43,14 @@ def run_example(live_server, project, owner, tmp_path):
 
 
 def test_the_chapter_marks_its_examples():
-    assert set(examples()) == {"sync", "async", "langgraph", "openai_agents", "agent_framework"}
+    assert set(examples()) == {
+        "sync",
+        "async",
+        "langgraph",
+        "openai_agents",
+        "agent_framework",
+        "claude_agent",
+    }
 
 
 def test_the_langgraph_example_is_under_30_lines_of_code():
@@ -103,5 +111,16 @@ def test_the_agent_framework_example(run_example, reviewer):
         shown = run_example("agent_framework")
     assert shown == '{"paid": "INV-7", "amount": 45}\n'
     op = Operation.objects.get(call_id="pay-1")
+    assert (op.status, op.arguments) == ("committed", {"invoice": "INV-7", "amount": 45})
+    assert op.run.status == "completed"
+
+
+@pytest.mark.claude_cli
+def test_the_claude_agent_example(run_example, reviewer, tmp_path):
+    model = ScriptedModel("mcp__books__pay", {"invoice": "INV-7", "amount": 45})
+    with FakeAnthropic(model) as api, deciding(reviewer, "toolu_01"):
+        shown = run_example("claude_agent", **cli_env(api, str(tmp_path)))
+    assert shown == "Read: Paid INV-7.\n"
+    op = Operation.objects.get(call_id="toolu_01")
     assert (op.status, op.arguments) == ("committed", {"invoice": "INV-7", "amount": 45})
     assert op.run.status == "completed"

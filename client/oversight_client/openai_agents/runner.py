@@ -8,7 +8,6 @@ run (once, with the approved arguments), the others are rejected with what ended
 a reviewer's reason included, for the model to read."""
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from agents import Agent, RunHooks, Runner, RunResult, RunState
@@ -16,7 +15,7 @@ from agents import Agent, RunHooks, Runner, RunResult, RunState
 from oversight_client.aio import AsyncOversight
 from oversight_client.cursor import FileCursor
 from oversight_client.errors import ENDED, OversightError
-from oversight_client.follower import Follower, decides
+from oversight_client.follower import RunResumer, last_mark
 from oversight_client.in_run import in_run
 from oversight_client.storable import storable
 from oversight_client.told import as_text, not_proposed, outcome
@@ -50,41 +49,14 @@ class RunMirror(RunHooks):
             log.warning("run %s: a turn was not mirrored: %s", self.run_id, error)
 
 
-class OversightRunner:
+class OversightRunner(RunResumer):
     """Runs ``agent`` in Oversight runs, with ``ovs`` (the supervised tools' client), and
     follows the token's feed to resume them as reviewers decide (``cursor``, e.g. a
     ``FileCursor``, keeps its place across restarts)."""
 
     def __init__(self, agent: Agent, ovs: AsyncOversight, cursor: FileCursor | None = None):
-        self.agent, self.ovs = agent, ovs
-        self.feed = Follower(self._handle, lambda event: event["run"], cursor)
-        self.results: dict[int, RunResult] = {}  # the runs that ended while followed
-        self.cancelled: set[int] = set()  # the runs an admin cancelled while followed
-
-    async def follow(self, stop: Callable[[], bool] = lambda: False, wait: int = 30) -> None:
-        """Resume runs as their calls are decided, until ``stop()`` (asked between long
-        polls of at most ``wait`` seconds); Oversight out of reach pauses, not ends, it."""
-        await self.ovs.follow(self.feed, stop, wait)
-
-    async def poll(self, wait: int = 0) -> int:
-        """Handle one page of the feed; returns how many runs were resumed. A run whose
-        resume raises is logged and kept in ``failed``: it holds up no other."""
-        return await self.ovs.poll(self.feed, wait)
-
-    @property
-    def failed(self) -> dict[int, str]:
-        """Runs whose last resume raised, with the error."""
-        return self.feed.failed
-
-    async def _handle(self, event: dict) -> bool:
-        if (event["event"], event["to_status"]) == ("run.status", "cancelled"):
-            self.cancelled.add(event["run"])
-        if not decides(event):
-            return False
-        ran, result = await self._resume(event["run"])
-        if result is not None:
-            self.results[event["run"]] = result
-        return ran
+        super().__init__(ovs, cursor)
+        self.agent = agent
 
     async def run(self, input: Any, run_id: int) -> RunResult | None:
         """Run the agent; its result, or None while calls wait for reviewers."""
@@ -183,14 +155,7 @@ class OversightRunner:
         """What the run's messages last said of its state: whether they said anything,
         the sha256 of the stored state (None: none waits), and the final output of a
         run that ended."""
-        last: dict | None = None
-        after = 0
-        while page := await self.ovs.messages(run_id, after, 100):
-            for message in page:
-                data = (message.get("payload") or {}).get("data") or {}
-                if MARK in data:
-                    last = data
-            after = page[-1]["seq"]
-        if last is None:
+        data = await last_mark(self.ovs, run_id, MARK)
+        if data is None:
             return False, None, None
-        return True, last[MARK], last.get(FINAL)
+        return True, data[MARK], data.get(FINAL)

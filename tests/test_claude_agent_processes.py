@@ -1,0 +1,68 @@
+"""The Claude Agent SDK adapter's agent as a real process (tests/claude_agent_child.py)
+killed with SIGKILL after the payment's effect, before anything reported it: restarted,
+it resumes the session again, and the call is not made again. The CLI does not run an
+interrupted call on resume: it tells the model so (and the gate would refuse the call
+anyway: tests/test_claude_agent.py)."""
+
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from runs.models import AgentToken, Operation
+from tests.fake_anthropic import FakeAnthropic, ScriptedModel, cli_env
+from tests.helpers import decide_on
+from tests.processes import ROOT, child_env, said
+
+pytestmark = [pytest.mark.claude_cli, pytest.mark.timeout(120)]
+
+
+def agent_process(base: str, token: str, api: FakeAnthropic, state, **env: str):
+    return subprocess.Popen(
+        [sys.executable, "tests/claude_agent_child.py", base, str(state)],
+        cwd=ROOT,
+        env={
+            **child_env(),
+            "PYTHONPATH": str(ROOT),
+            "OVERSIGHT_TOKEN": token,
+            **cli_env(api, str(state)),
+            **env,
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_crash_after_the_effect_does_not_repeat_it(
+    live_server, project, owner, reviewer, tmp_path
+):
+    token = AgentToken.issue(project=project, name="claude-agent", owner=owner)[1]
+    model = ScriptedModel("mcp__books__pay", {"invoice": "INV-7", "amount": 45}, "toolu_pay_1")
+    ledger = tmp_path / "ledger.txt"
+    with FakeAnthropic(model) as api:
+        first = agent_process(live_server.url, token, api, tmp_path, CRASH_AFTER_EFFECT="1")
+        try:
+            assert said(first) == "waiting for reviewers"
+            decide_on(Operation.objects.get(call_id="toolu_pay_1"), reviewer)
+            assert first.wait(timeout=60) == -signal.SIGKILL
+        finally:
+            first.kill()
+        assert ledger.read_text() == "INV-7 45\n"
+        operation = Operation.objects.get(call_id="toolu_pay_1")
+        assert (operation.status, operation.intent["tool_use_id"]) == ("in_flight", "toolu_pay_1")
+
+        restarted = agent_process(live_server.url, token, api, tmp_path)
+        try:
+            done = said(restarted)
+            assert done.startswith("Done: Read: The tool call was interrupted before a result")
+            assert said(restarted).startswith("The run stays open: ")
+            assert restarted.wait(timeout=30) == 0
+        finally:
+            restarted.kill()
+    assert ledger.read_text() == "INV-7 45\n"  # paid once
+    operation.refresh_from_db()
+    # Not reported: Oversight cannot tell what a CLI tool did; once the lease lapses,
+    # the server alerts a person to check.
+    assert operation.status == "in_flight"
