@@ -10,7 +10,7 @@ import pytest
 from agent_framework import WorkflowCheckpoint, WorkflowCheckpointException
 from django.utils import timezone
 
-from oversight_client import AsyncOversight
+from oversight_client import AsyncOversight, Unreachable
 from oversight_client.agent_framework import OversightCheckpointStorage, WorkflowDriver
 from oversight_client.cursor import FileCursor
 from runs.actors import Actor
@@ -18,6 +18,7 @@ from runs.models import (
     ApprovalPolicy,
     CheckpointArtifact,
     Decision,
+    FeedEvent,
     HumanRequest,
     Message,
     Operation,
@@ -418,3 +419,65 @@ def test_a_pause_nobody_was_asked_about_is_asked_on_resume(aovs, run_id, reviewe
     assert HumanRequest.objects.get(run_id=run_id).prompt == "How much do we refund on A-1?"
     answer(reviewer, "answer", data={"amount": 5, "reason": "late"})
     assert asyncio.run(driver.resume(run_id)) == ["Refund 5: late"]
+
+
+def test_a_plain_tool_s_sign_off_is_the_run_s_own_whatever_its_call_id(
+    aovs, run_id, reviewer, ledger, tmp_path
+):
+    """The model names its calls (here both runs' call is pay-1): a sign-off given in one
+    run never lets the same-named call of another run go."""
+    other_ledger = tmp_path / "other-ledger"
+    first = WorkflowDriver(lambda: plain_paying_workflow(ledger), aovs)
+    second = WorkflowDriver(lambda: plain_paying_workflow(other_ledger), aovs)
+
+    async def start_other() -> int:
+        session = await aovs.open_session(title="Other payments")
+        other = (await aovs.start_run(session["id"], goal="Pay another supplier"))["id"]
+        await second.start("Pay", other)
+        return other
+
+    assert asyncio.run(first.start("Pay", run_id)) is None
+    other = asyncio.run(start_other())
+    assert HumanRequest.objects.filter(status="open").count() == 2
+    signed = HumanRequest.objects.get(run_id=run_id)
+    human_requests.answer(request=signed, reviewer=reviewer, kind="approve", version=signed.version)
+    asyncio.run(first.poll(wait=5))
+    assert asyncio.run(second.resume(other)) is None
+    assert payments(ledger) == ["INV-7 45"]
+    assert payments(other_ledger) == []
+    assert HumanRequest.objects.get(run_id=other).status == "open"
+
+
+def test_oversight_out_of_reach_inside_a_call_stops_the_run_and_hands_the_event_back(
+    aovs, run_id, reviewer, ledger, client_token
+):
+    """The framework tells the model "Function failed" for any error of a tool and goes
+    on: an outage inside a supervised call would end the workflow with its operation
+    never reported. It stops the run instead, and the event is handled again."""
+    away = AsyncOversight("http://127.0.0.1:9", client_token, retries=0)  # nothing there
+    tool = paying_tool(away, ledger)
+    driver = WorkflowDriver(lambda: paying_workflow(tool), aovs, tools=[tool])
+    assert asyncio.run(driver.start("Pay INV-7", run_id)) is None
+    decide_on(Operation.objects.get(call_id="pay-1"), reviewer)
+    with pytest.raises(Unreachable):
+        asyncio.run(driver.poll(wait=5))
+    approval = FeedEvent.objects.get(checkpoint__to_status="approved")
+    assert driver.feed.after < approval.seq  # handed back, to be handled again
+    assert payments(ledger) == []
+    assert (run_id not in driver.outputs, driver.failed) == (True, {})
+    assert Operation.objects.get(call_id="pay-1").status == "approved"
+
+
+def test_a_run_resumed_twice_at_once_runs_its_workflow_once(driver, run_id, reviewer, ledger):
+    """resume() after a restart while the feed also resumes it: one at a time, so the
+    second finds nothing left to do (two would restore the same checkpoint)."""
+    assert asyncio.run(driver.start("Pay INV-7", run_id)) is None
+    decide_on(Operation.objects.get(call_id="pay-1"), reviewer)
+
+    async def twice():
+        return await asyncio.gather(driver.resume(run_id), driver.resume(run_id))
+
+    first, second = asyncio.run(twice())
+    assert said(first) == said(second) == 'Read: {"paid": "INV-7", "amount": 45}'
+    assert payments(ledger) == ["INV-7 45"]
+    assert Operation.objects.get(call_id="pay-1").status == "committed"

@@ -60,6 +60,7 @@ class OversightCheckpointStorage:
         except OversightError as refused:
             self.refused = refused
             raise
+        self.refused = None  # a later save stands for the workflow's state: the last counts
         return checkpoint.checkpoint_id
 
     async def load(self, checkpoint_id: CheckpointID) -> WorkflowCheckpoint:

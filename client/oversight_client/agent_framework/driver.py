@@ -7,6 +7,7 @@ call id as ``call_id``), anything else as a human request named by the request's
 Following the token's feed, the driver resumes the workflow from its last checkpoint
 with the responses that are ready: ``run(checkpoint_id=…, responses={request_id: …})``."""
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -24,9 +25,10 @@ from oversight_client.agent_framework.requests import (
 from oversight_client.agent_framework.tools import SupervisedTool
 from oversight_client.aio import AsyncOversight
 from oversight_client.cursor import FileCursor
-from oversight_client.errors import Conflict, InvalidRequest, RunClosed, Unreachable
+from oversight_client.errors import InvalidRequest, OversightError, RunClosed, Unreachable
 from oversight_client.follower import Follower, decides
 from oversight_client.in_run import in_run
+from oversight_client.storable import storable
 
 log = logging.getLogger(__name__)
 OPEN = ("queued", "running", "waiting")  # a run in any other status is never resumed
@@ -53,6 +55,7 @@ class WorkflowDriver:
         self.allowed_checkpoint_types = allowed_checkpoint_types
         self.feed = Follower(self._handle, lambda event: event["run"], cursor)
         self.outputs: dict[int, list[Any]] = {}  # the runs whose workflow ended, its outputs
+        self._running: dict[int, asyncio.Lock] = {}
 
     def storage(self, run_id: int) -> OversightCheckpointStorage:
         allowed = self.allowed_checkpoint_types
@@ -61,7 +64,8 @@ class WorkflowDriver:
     async def start(self, message: Any, run_id: int) -> list[Any] | None:
         """Run a new workflow on ``message`` in run ``run_id``; its outputs, or None while
         it waits for reviewers."""
-        return await self._run(run_id, message=message)
+        async with self._one_at_a_time(run_id):
+            return await self._run(run_id, message=message)
 
     async def follow(self, stop: Callable[[], bool] = lambda: False, wait: int = 30) -> None:
         """Resume workflows as they are decided and answered, until ``stop()`` (asked
@@ -82,8 +86,10 @@ class WorkflowDriver:
 
     async def resume(self, run_id: int) -> list[Any] | None:
         """Resume the run's workflow with the responses that are ready (after a restart
-        too); its outputs once it ended, else None."""
-        await self._resume(run_id)
+        too, for a run it had started: a pause it had not put to the reviewers when it
+        stopped is put now); its outputs once it ended, else None."""
+        async with self._one_at_a_time(run_id):
+            await self._resume(run_id)
         return self.outputs.get(run_id)
 
     async def _handle(self, event: dict) -> bool:
@@ -92,10 +98,16 @@ class WorkflowDriver:
         if not decides(event):
             return False
         try:
-            return await self._resume(event["run"])
+            async with self._one_at_a_time(event["run"]):
+                return await self._resume(event["run"])
         except Unusable as unusable:
             await self._fail(event["run"], str(unusable))
             return False
+
+    def _one_at_a_time(self, run_id: int) -> asyncio.Lock:
+        """A run's workflow is run by one task at a time (``start``, ``resume`` and the
+        feed may be called concurrently): two would restore the same checkpoint."""
+        return self._running.setdefault(run_id, asyncio.Lock())
 
     async def _resume(self, run_id: int) -> bool:
         """Whether the workflow ran again: never in a run no longer open (cancelled,
@@ -127,7 +139,7 @@ class WorkflowDriver:
             return await self._decided(run_id, event), event.data.to_function_approval_response(
                 True
             )
-        request = await self.ovs.find_request(event.request_id)
+        request = await self._request(run_id, event)
         if request is None or request["status"] not in ENDED_REQUEST:
             return False, None
         return True, response_for(event, request)
@@ -157,9 +169,10 @@ class WorkflowDriver:
         for event in latest.pending_request_info_events.values():
             if self._supervised(event):
                 decided |= await self._decided(run_id, event)
-            elif await self.ovs.find_request(event.request_id) is None:
+            elif await self._request(run_id, event) is None:
                 try:
-                    await self.ovs.ask(run_id, external_id=event.request_id, **ask_for(event))
+                    name = request_name(run_id, event)
+                    await self.ovs.ask(run_id, external_id=name, **ask_for(event))
                 except InvalidRequest as invalid:
                     await self._fail(
                         run_id, f"Oversight refused the workflow's request: {invalid.detail}"
@@ -184,14 +197,25 @@ class WorkflowDriver:
                 return True
         return operation["status"] != "proposed"
 
+    async def _request(self, run_id: int, event: WorkflowEvent) -> dict | None:
+        """The human request ``event`` was put as in run ``run_id`` (None: not yet)."""
+        request = await self.ovs.find_request(request_name(run_id, event))
+        return request if request is not None and request["run"] == run_id else None
+
     def _supervised(self, event: WorkflowEvent) -> bool:
         return is_tool_approval(event.data) and event.data.function_call.name in self.proposals
 
     async def _fail(self, run_id: int, why: str) -> None:
         """End the run visibly: the workflow cannot go on, and the reviewers read why."""
         self.failed[run_id] = why
-        await self.ovs.message(run_id, why)
         try:
+            await self.ovs.message(run_id, storable(why))
             await self.ovs.finish(run_id, "failed", why[:2000])
-        except Conflict:
-            log.warning("run %s could not be ended as failed: %s", run_id, why)
+        except OversightError as error:
+            log.warning("run %s could not be ended as failed (%s): %s", run_id, error, why)
+
+
+def request_name(run_id: int, event: WorkflowEvent) -> str:
+    """The external id of the human request ``event`` is put as: named in its run, for
+    a plain tool's request is named by the model's call id, which another run may share."""
+    return f"run-{run_id}:{event.request_id}"

@@ -13,10 +13,11 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from agent_framework import FunctionTool
+from agent_framework import FunctionTool, MiddlewareFailure
 
 from oversight_client.aio import AsyncOversight
 from oversight_client.answers import answer_of
+from oversight_client.errors import OversightError
 from oversight_client.in_run import current_run
 from oversight_client.told import in_order
 
@@ -69,6 +70,15 @@ def supervised_tool(
             run_id, call_id = current_run(), _call.get("")
             if not call_id:
                 return "This call was not made: it has no call id to propose it under."
+            try:
+                return await made(run_id, call_id, arguments)
+            except OversightError as error:
+                # Not the model's to read (the framework would tell it "Function failed"
+                # and carry on): the run stops before its next checkpoint, and the call
+                # is made again from the last one, verified first.
+                raise MiddlewareFailure(f"Oversight could not carry this call: {error}") from error
+
+        async def made(run_id: int, call_id: str, arguments: dict) -> str:
             proposed = await ovs.find_operation(run_id=run_id, call_id=call_id)
             # As proposed (the framework may have filled in defaults since): the same
             # proposal again, which returns the operation the reviewers decided; in the
