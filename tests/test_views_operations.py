@@ -6,21 +6,10 @@ from django.db import connection
 from django.test import Client
 
 from runs.models import Decision, Operation
-from tests.helpers import decide_on, stored
+from tests.helpers import decide_on, page_of, post_decision, shown, stored
 
 HTMX = {"HX-Request": "true"}
 EMAIL = {"to": ["ops@example.com"], "subject": "Report", "body": "All green."}
-
-
-def page_of(op: Operation) -> str:
-    return f"/operations/{op.pk}/"
-
-
-def post_decision(client: Client, op: Operation, kind: str = "approve", **fields):
-    """Submit a decision form as the page renders it: bound to the arguments shown."""
-    op.refresh_from_db()
-    data = {"kind": kind, "arguments_hash": op.arguments_hash, **fields}
-    return client.post(f"/operations/{op.pk}/decide/", data)
 
 
 def argument_shown(page: str, key: str) -> str:
@@ -103,6 +92,7 @@ def test_decide_needs_the_csrf_token(reviewer, op):
 
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', client.get(page_of(op)).text)
     data["csrfmiddlewaretoken"] = token[1]
+    data.update(shown(client, op))
     assert client.post(f"/operations/{op.pk}/decide/", data).status_code == 302
 
 
