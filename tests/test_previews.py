@@ -4,6 +4,7 @@ decided on is stored with the decision (its hash in the checkpoint, its bytes an
 artifact of the run), and a decision on a preview the target has moved past is refused."""
 
 import json
+import zipfile
 
 import pytest
 
@@ -15,6 +16,7 @@ from runs.models import Account, CheckpointArtifact, Decision, Operation
 from runs.services.previews import MEDIA_TYPE, preview_hash, preview_of
 from tests.conftest import http_arguments
 from tests.helpers import decide_on, page_of, post_decision, shown, stored
+from tests.test_verify_evidence import rewrite, verify
 
 
 def write(propose, path: str, content: str, expected: str | None, call_id: str = "w-1"):
@@ -222,3 +224,27 @@ def test_an_unreachable_resource_is_said_so_in_the_preview(settings, propose):
     assert preview_of(op)["now"] == (
         "GET http://127.0.0.1:9/items/x: the target refused the connection"
     )
+
+
+def test_the_evidence_bundle_holds_each_decision_s_preview_and_checks_it(
+    client, reviewer, auditor, propose, accounts, run, tmp_path
+):
+    op = transfer(propose, 100)
+    client.force_login(reviewer)
+    assert post_decision(client, op).status_code == 302
+    seen = Decision.objects.get(operation=op).preview_sha256
+    client.force_login(auditor)
+    path = tmp_path / "evidence.zip"
+    path.write_bytes(b"".join(client.get(f"/audit/runs/{run.pk}/evidence.zip").streaming_content))
+
+    evidence = json.loads(zipfile.ZipFile(path).read("evidence.json"))
+    decided = evidence["operations"][0]["decisions"][0]
+    assert decided["shown_preview_sha256"] == seen
+    kept = json.loads(zipfile.ZipFile(path).read(f"artifacts/{seen}"))
+    assert kept["rows"][0] == {"account": "A", "before": "5000.00", "after": "4900.00"}
+    assert verify(path)[0] == 0
+
+    rewrite(path, lambda evidence, files: files.update({f"artifacts/{seen}": b"{}"}))
+    code, _, err = verify(path)
+    assert code == 1
+    assert f"{seen}" in err and "does not match its sha256" in err
