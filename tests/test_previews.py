@@ -14,9 +14,13 @@ from runs.canonical import sha256_hex
 from runs.errors import PreviewChanged
 from runs.models import Account, CheckpointArtifact, Decision, Operation
 from runs.services.previews import MEDIA_TYPE, preview_hash, preview_of
-from tests.conftest import http_arguments
+from runs.services.runs import append_message
+from tests.conftest import AGENT, http_arguments
 from tests.helpers import decide_on, page_of, post_decision, shown, stored
 from tests.test_verify_evidence import rewrite, verify
+
+
+QUERIES = 12
 
 
 def write(propose, path: str, content: str, expected: str | None, call_id: str = "w-1"):
@@ -248,3 +252,19 @@ def test_the_evidence_bundle_holds_each_decision_s_preview_and_checks_it(
     code, _, err = verify(path)
     assert code == 1
     assert f"{seen}" in err and "does not match its sha256" in err
+
+
+@pytest.mark.parametrize("messages", [1, 30])
+def test_the_operation_page_takes_a_fixed_number_of_queries(
+    client, reviewer, reviewer2, propose, accounts, run, messages, django_assert_num_queries
+):
+    """As many queries with one message in the run as with thirty, the preview's read
+    of the accounts included."""
+    for n in range(messages):
+        append_message(run=run, kind="agent", payload={"text": f"step {n}"}, actor=AGENT)
+    op = transfer(propose, 100)
+    decide_on(op, reviewer2)  # the first of two approvals a policy may ask for
+    client.force_login(reviewer)
+    client.get(page_of(op))  # the first visit stores the time zone in the session
+    with django_assert_num_queries(QUERIES):
+        assert client.get(page_of(op)).status_code == 200
