@@ -19,7 +19,6 @@ from tests.conftest import AGENT, http_arguments
 from tests.helpers import decide_on, page_of, post_decision, shown, stored
 from tests.test_verify_evidence import rewrite, verify
 
-
 QUERIES = 12
 
 
