@@ -60,3 +60,21 @@ def test_first_tab_stop_is_the_skip_link(page, reviewer, propose):
     expect(skip).to_be_in_viewport()
     page.keyboard.press("Enter")
     expect(page).to_have_url(re.compile(rf"/operations/{op.pk}/#main$"))
+
+
+def test_a_refused_decision_puts_the_focus_on_what_to_fix(page, reviewer, propose, accounts):
+    """Reject without a reason: the page comes back titled "Error: …", with the focus in
+    the reason field, which names its error; a screen reader reads both at once."""
+    op = propose()
+    sign_in(page, reviewer)
+    page.goto(f"/operations/{op.pk}/")
+    page.locator("details.more summary").get_by_text("Reject", exact=True).click()
+    page.locator("form.decision-reject").get_by_role("button", name="Reject").click()
+
+    expect(page).to_have_title(re.compile(r"^Error: ledger\.transfer · operation"))
+    reason = page.locator("form.decision-reject").get_by_label("Reason (required)")
+    expect(reason).to_be_focused()
+    expect(reason).to_have_attribute("aria-invalid", "true")
+    described = reason.get_attribute("aria-describedby")
+    expect(page.locator(f"#{described}")).to_have_text("Say why you reject it.")
+    screenshot(page, "refused-decision-focus")
