@@ -283,12 +283,50 @@ def test_simultaneous_approvals_have_one_consistent_outcome(
 def test_outcome_fragment_polls_until_the_operation_ends(as_reviewer, reviewer2, op):
     live = as_reviewer.get(f"/operations/{op.pk}/outcome/", headers=HTMX).text
     assert "<html" not in live
-    assert live.lstrip().startswith('<section id="outcome"')
-    assert 'hx-trigger="every 2s"' in live
+    # The panel, and the short status a screen reader announces (a region of its own,
+    # never swapped: a swapped live region is not read).
+    status, panel = live.strip().split("\n", 1)
+    assert status == (
+        '<p id="outcome-status" class="visually-hidden" role="status" hx-swap-oob="true">'
+        "Status: Proposed</p>"
+    )
+    assert panel.startswith('<section id="outcome"')
+    assert "aria-live" not in panel
+    assert 'hx-trigger="every 2s"' in panel
+    assert f'hx-vals=\'{{"version": "{op.version}"}}\'' in panel
+
+    # Polled with the version it shows, an unchanged operation answers 204: nothing is
+    # swapped, nothing announced.
+    unchanged = as_reviewer.get(
+        f"/operations/{op.pk}/outcome/", {"version": op.version}, headers=HTMX
+    )
+    assert (unchanged.status_code, unchanged.content) == (204, b"")
 
     decide_on(op, reviewer2, Decision.Kind.REJECT, comment="Not this month.")
 
-    ended = as_reviewer.get(f"/operations/{op.pk}/outcome/", headers=HTMX).text
+    ended = as_reviewer.get(
+        f"/operations/{op.pk}/outcome/", {"version": op.version - 1}, headers=HTMX
+    ).text
+    assert "Status: Rejected</p>" in ended
     assert "hx-trigger" not in ended
     assert "Rejected" in ended
     assert "Not this month." in ended
+
+
+def test_after_a_decision_the_next_operation_waiting_for_the_reviewer_opens(
+    as_reviewer, reviewer, propose, op
+):
+    second, third = propose("call-2"), propose("call-3")
+    decide_on(second, reviewer)  # decided already: skipped
+
+    response = post_decision(as_reviewer, op, "reject", comment="Not now.")
+    assert response["Location"] == page_of(third)
+    page = as_reviewer.get(page_of(third)).text
+    assert (
+        f"Operation {op.pk} (ledger.transfer): Rejected; the agent reads your reason. "
+        "This one waits for you next."
+    ) in page
+
+    # The last one decided, nothing else waits: the reviewer stays to watch it.
+    response = post_decision(as_reviewer, third, "reject", comment="Nor this.")
+    assert response["Location"] == page_of(third)

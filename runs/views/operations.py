@@ -2,11 +2,13 @@ import difflib
 import json
 
 from django.contrib import messages
+from django.db.models import Exists, OuterRef
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from runs.actions.registry import get_action, parse_arguments
+from runs.context_processors import pending_for
 from runs.errors import InvalidInput, OversightError
 from runs.forms import DecisionForm
 from runs.models import Decision, Operation
@@ -51,15 +53,45 @@ def decide_view(request: HttpRequest, pk: int) -> HttpResponse:
             form.add_error(None, str(error))
         else:
             operation.refresh_from_db()
-            messages.success(request, _confirmation(data["kind"], operation))
-            return redirect("operation", pk=operation.pk)
+            done = _confirmation(data["kind"], operation)
+            following = next_waiting(request.user)
+            if following is None:  # stay, and watch it go through
+                messages.success(request, done)
+                return redirect("operation", pk=operation.pk)
+            decided = f"Operation {operation.pk} ({operation.action}): {done}"
+            messages.success(request, f"{decided} This one waits for you next.")
+            return redirect("operation", pk=following.pk)
     return _render(request, operation, bound=form, status=400)
+
+
+def next_waiting(reviewer) -> Operation | None:
+    """The oldest operation waiting for ``reviewer``'s decision: proposed in a project
+    where they decide, not in their own run nor from their own token, and not already
+    approved by them as it stands."""
+    approved = Decision.objects.filter(
+        operation=OuterRef("pk"),
+        reviewer=reviewer,
+        kind__in=Decision.APPROVING,
+        arguments_hash=OuterRef("arguments_hash"),
+    )
+    return (
+        pending_for(reviewer)
+        .exclude(run__session__owner=reviewer)
+        .exclude(proposed_by_token__owner=reviewer)
+        .exclude(Exists(approved))
+        .order_by("created_at", "pk")
+        .first()
+    )
 
 
 @require_GET
 def outcome(request: HttpRequest, pk: int) -> HttpResponse:
-    """The live status panel, polled by htmx until the operation reaches an end."""
+    """The live status panel, polled by htmx (with the version it shows) until the
+    operation reaches an end: an unchanged operation answers 204, and nothing is
+    swapped or announced."""
     operation = load_operation(request.user, pk)
+    if request.GET.get("version") == str(operation.version):
+        return HttpResponse(status=204)
     return render(request, "runs/operation.html#outcome", {"operation": operation})
 
 
