@@ -189,7 +189,7 @@ class PreferencesForm(forms.ModelForm):
 
     class Meta:
         model = Preferences
-        fields = ["time_zone", "notify_pending"]
+        fields = ["time_zone", "notify_pending", "shortcuts"]
 
 
 class TokenForm(forms.Form):

@@ -64,10 +64,10 @@ def decide_view(request: HttpRequest, pk: int) -> HttpResponse:
     return _render(request, operation, bound=form, status=400)
 
 
-def next_waiting(reviewer) -> Operation | None:
-    """The oldest operation waiting for ``reviewer``'s decision: proposed in a project
-    where they decide, not in their own run nor from their own token, and not already
-    approved by them as it stands."""
+def next_waiting(reviewer, besides: int | None = None) -> Operation | None:
+    """The oldest operation waiting for ``reviewer``'s decision (but ``besides``):
+    proposed in a project where they decide, not in their own run nor from their own
+    token, and not already approved by them as it stands."""
     approved = Decision.objects.filter(
         operation=OuterRef("pk"),
         reviewer=reviewer,
@@ -76,6 +76,7 @@ def next_waiting(reviewer) -> Operation | None:
     )
     return (
         pending_for(reviewer)
+        .exclude(pk=besides)
         .exclude(run__session__owner=reviewer)
         .exclude(proposed_by_token__owner=reviewer)
         .exclude(Exists(approved))
@@ -119,6 +120,7 @@ def _render(request, operation: Operation, bound: DecisionForm | None = None, st
         "own_interest": own_interest(operation, request.user),
         "already_approved": any(d.reviewer_id == request.user.pk for d in approvers),
         "forms": _forms(operation, bound, preview_hash(preview) if not seen_by else ""),
+        "next_operation": next_waiting(request.user, besides=operation.pk),
         "bound_kind": bound.data.get("kind") if bound else None,
         "bound_errors": bound.non_field_errors() if bound else [],
     }
