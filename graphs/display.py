@@ -45,7 +45,9 @@ class GraphState:
 
 
 def graph_state(run, before: str = "") -> GraphState | None:
-    """The page of checkpoints older than checkpoint id ``before`` (the latest if "")."""
+    """The page of checkpoints older than checkpoint id ``before`` (the latest if "");
+    None for a run that has none in Oversight (not a LangGraph thread, or one whose
+    checkpoints its agent keeps elsewhere): its page has no Graph state section."""
     if not run.external_id:
         return None
     stored = GraphCheckpoint.objects.filter(project_id=run.project_id, thread_id=run.external_id)
@@ -59,7 +61,7 @@ def graph_state(run, before: str = "") -> GraphState | None:
     more, rows = len(rows) > GRAPH_PAGE_CHECKPOINTS, rows[:GRAPH_PAGE_CHECKPOINTS]
     older = rows[-1][0] if more else None
     if not rows:
-        return GraphState(run.external_id, [], before, None, True)
+        return GraphState(run.external_id, [], before, None, True) if before else None
     from graphs.decode import as_text, decoder
 
     decode = decoder()

@@ -55,7 +55,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "runs.middleware.SessionLifetimeMiddleware",
-    "runs.middleware.UserTimeZoneMiddleware",
+    "runs.middleware.UserPreferencesMiddleware",
     "runs.api.replay.IdempotencyKeyMiddleware",
     # Last, as django-axes requires: it turns a refused sign-in into the lockout page.
     "axes.middleware.AxesMiddleware",

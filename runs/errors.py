@@ -55,6 +55,12 @@ class ArgumentsChanged(OversightError):
     code = "arguments_changed"
 
 
+class PreviewChanged(OversightError):
+    """The reviewer decided on a preview of the effect that the target no longer shows."""
+
+    code = "preview_changed"
+
+
 class OperationExpired(OversightError):
     """Nobody decided in time, or the approval lapsed before execution (fail closed)."""
 

@@ -21,6 +21,8 @@ IRREVERSIBLE = (Operation.RollbackKind.NONE, Operation.RollbackKind.OUT_OF_BAND)
 class DecisionForm(forms.Form):
     kind = forms.ChoiceField(choices=Decision.Kind.choices, widget=forms.HiddenInput)
     arguments_hash = forms.CharField(widget=forms.HiddenInput)
+    # The hash of the effect's preview the reviewer is shown ("" for none).
+    preview_hash = forms.CharField(required=False, widget=forms.HiddenInput)
     comment = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
     arguments = forms.CharField(
         required=False,
@@ -187,7 +189,7 @@ class PreferencesForm(forms.ModelForm):
 
     class Meta:
         model = Preferences
-        fields = ["time_zone", "notify_pending"]
+        fields = ["time_zone", "notify_pending", "shortcuts"]
 
 
 class TokenForm(forms.Form):

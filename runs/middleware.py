@@ -17,7 +17,8 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from runs.models import Preferences
 
-SESSION_KEY = "oversight_time_zone"
+SESSION_KEY = "oversight_preferences"  # what the pages need of them: time zone, keys
+DEFAULTS = {"time_zone": "UTC", "shortcuts": True}
 SIGNED_IN_AT = "oversight_signed_in_at"
 LAST_ACTIVE_AT = "oversight_last_active_at"
 # Activity is written to the session at most this often (seconds): a write per page
@@ -25,24 +26,30 @@ LAST_ACTIVE_AT = "oversight_last_active_at"
 ACTIVITY_RESOLUTION = 60
 
 
-class UserTimeZoneMiddleware:
-    """Show times in the signed-in person's time zone. The zone is read from their
-    preferences once and kept in the session, so pages pay no query for it."""
+class UserPreferencesMiddleware:
+    """Show times in the signed-in person's time zone, and offer the keyboard shortcuts
+    unless they turned them off (``request.preferences``). Their preferences are read
+    once and kept in the session, so pages pay no query for them."""
 
     def __init__(self, get_response) -> None:
         self.get_response = get_response
 
     def __call__(self, request):
+        request.preferences = DEFAULTS
         if request.user.is_authenticated:
-            name = request.session.get(SESSION_KEY)
-            if name is None:
-                stored = Preferences.objects.filter(user=request.user).values_list("time_zone")
-                name = next(iter(stored), ("UTC",))[0]
-                request.session[SESSION_KEY] = name
-            timezone.activate(zoneinfo.ZoneInfo(name))
+            if SESSION_KEY not in request.session:
+                stored = Preferences.objects.filter(user=request.user).values(*DEFAULTS)
+                request.session[SESSION_KEY] = next(iter(stored), DEFAULTS)
+            request.preferences = request.session[SESSION_KEY]
+            timezone.activate(zoneinfo.ZoneInfo(request.preferences["time_zone"]))
         else:
             timezone.deactivate()
         return self.get_response(request)
+
+
+def remember(request, preferences: Preferences) -> None:
+    """Keep what the pages need of ``preferences`` in the session (after a change)."""
+    request.session[SESSION_KEY] = {name: getattr(preferences, name) for name in DEFAULTS}
 
 
 def on_sign_in(sender, request, user, **kwargs) -> None:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs.views import alerts, approvals, audit, home, operations, requests, runs, tokens
+from runs.views import alerts, approvals, audit, home, numbers, operations, requests, runs, tokens
 
 urlpatterns = [
     path("", home.home, name="home"),
@@ -28,5 +28,6 @@ urlpatterns = [
     path("alerts/<int:pk>/acknowledge/", alerts.acknowledge, name="alert-acknowledge"),
     path("alerts/<int:pk>/resolve/", alerts.resolve, name="alert-resolve"),
     path("projects/<slug:slug>/tokens/", tokens.token_list, name="tokens"),
+    path("projects/<slug:slug>/numbers/", numbers.project_numbers, name="numbers"),
     path("projects/<slug:slug>/tokens/<int:pk>/revoke/", tokens.token_revoke, name="token-revoke"),
 ]

@@ -147,6 +147,7 @@ PAGES: dict[str, Page] = {
     "projects/<slug:slug>/tokens/": Page(
         MANAGE, post=in_a(403, 403, 400), params={"slug": "project"}
     ),
+    "projects/<slug:slug>/numbers/": Page(MANAGE, params={"slug": "project"}),
     # The token is already revoked: revoking it again changes nothing.
     "projects/<slug:slug>/tokens/<int:pk>/revoke/": Page(
         WRONG_METHOD,

@@ -1,6 +1,7 @@
 """Assertions and shortcuts shared by the service tests."""
 
 import os
+import re
 import runpy
 from contextlib import contextmanager
 from io import StringIO
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.test import Client
 
 import oversight
 from runs.engine.worker import Worker
@@ -83,3 +85,21 @@ def sign_in(client, username: str, password: str, **extra):
     client's ``login()`` skips the form and is refused by it); ``extra`` goes into the
     request, e.g. ``REMOTE_ADDR``. A success answers with a redirect."""
     return client.post("/accounts/login/", {"username": username, "password": password}, **extra)
+
+
+def page_of(op: Operation) -> str:
+    return f"/operations/{op.pk}/"
+
+
+def post_decision(client: Client, op: Operation, kind: str = "approve", **fields):
+    """Submit a decision form as the page renders it: bound to the arguments and the
+    preview of the effect shown."""
+    op.refresh_from_db()
+    data = {"kind": kind, "arguments_hash": op.arguments_hash, **shown(client, op), **fields}
+    return client.post(f"/operations/{op.pk}/decide/", data)
+
+
+def shown(client: Client, op: Operation) -> dict:
+    """The hash of the preview the operation's page shows, as its forms carry it."""
+    form = re.search(r'name="preview_hash" value="([0-9a-f]*)"', client.get(page_of(op)).text)
+    return {"preview_hash": form[1] if form else ""}

@@ -16,6 +16,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 
 from graphs.models import GraphCheckpoint
 from graphs.saver import OversightSaver
+from runs.models import Run
 
 # The saver writes on a connection of its own: the tests' data must be committed.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -161,6 +162,16 @@ def test_a_run_without_an_external_id_has_no_graph_section(as_auditor, run):
     response = as_auditor.get(reverse("audit-run", args=[run.pk]))
     assert response.status_code == 200
     assert "Graph state" not in response.text
+
+
+def test_a_run_named_by_another_framework_has_no_graph_section(as_auditor, run):
+    """An OpenAI Agents or Agent Framework run has an external id too, and no LangGraph
+    checkpoints: its history does not speak of LangGraph."""
+    Run.objects.filter(pk=run.pk).update(external_id="oa-thread")
+    response = as_auditor.get(reverse("audit-run", args=[run.pk]))
+    assert response.status_code == 200
+    assert "Graph state" not in response.text
+    assert "LangGraph" not in response.text
 
 
 def test_a_stored_value_naming_a_function_never_runs_it(as_auditor, threaded, project, tmp_path):

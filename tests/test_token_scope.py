@@ -18,7 +18,7 @@ from runs.services.artifacts import attach_artifact
 from runs.services.runs import finish_run
 from tests.api_helpers import CALLS, Api, calls, problem, send
 from tests.conftest import AGENT, issued
-from tests.helpers import stored
+from tests.helpers import post_decision, stored
 
 pytest_plugins = ["tests.api_helpers"]
 
@@ -113,8 +113,7 @@ def proposed_by_b(propose, token_b) -> Operation:
 
 
 def decide_page(client, op: Operation):
-    data = {"kind": "approve", "arguments_hash": op.arguments_hash}
-    return client.post(f"/operations/{op.pk}/decide/", data)
+    return post_decision(client, op)
 
 
 def test_a_reviewer_cannot_approve_what_their_token_proposed_into_any_run(

@@ -6,21 +6,10 @@ from django.db import connection
 from django.test import Client
 
 from runs.models import Decision, Operation
-from tests.helpers import decide_on, stored
+from tests.helpers import decide_on, page_of, post_decision, shown, stored
 
 HTMX = {"HX-Request": "true"}
 EMAIL = {"to": ["ops@example.com"], "subject": "Report", "body": "All green."}
-
-
-def page_of(op: Operation) -> str:
-    return f"/operations/{op.pk}/"
-
-
-def post_decision(client: Client, op: Operation, kind: str = "approve", **fields):
-    """Submit a decision form as the page renders it: bound to the arguments shown."""
-    op.refresh_from_db()
-    data = {"kind": kind, "arguments_hash": op.arguments_hash, **fields}
-    return client.post(f"/operations/{op.pk}/decide/", data)
 
 
 def argument_shown(page: str, key: str) -> str:
@@ -103,6 +92,7 @@ def test_decide_needs_the_csrf_token(reviewer, op):
 
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', client.get(page_of(op)).text)
     data["csrfmiddlewaretoken"] = token[1]
+    data.update(shown(client, op))
     assert client.post(f"/operations/{op.pk}/decide/", data).status_code == 302
 
 
@@ -293,12 +283,50 @@ def test_simultaneous_approvals_have_one_consistent_outcome(
 def test_outcome_fragment_polls_until_the_operation_ends(as_reviewer, reviewer2, op):
     live = as_reviewer.get(f"/operations/{op.pk}/outcome/", headers=HTMX).text
     assert "<html" not in live
-    assert live.lstrip().startswith('<section id="outcome"')
-    assert 'hx-trigger="every 2s"' in live
+    # The panel, and the short status a screen reader announces (a region of its own,
+    # never swapped: a swapped live region is not read).
+    status, panel = live.strip().split("\n", 1)
+    assert status == (
+        '<p id="outcome-status" class="visually-hidden" role="status" hx-swap-oob="true">'
+        "Status: Proposed</p>"
+    )
+    assert panel.startswith('<section id="outcome"')
+    assert "aria-live" not in panel
+    assert 'hx-trigger="every 2s"' in panel
+    assert f'hx-vals=\'{{"version": "{op.version}"}}\'' in panel
+
+    # Polled with the version it shows, an unchanged operation answers 204: nothing is
+    # swapped, nothing announced.
+    unchanged = as_reviewer.get(
+        f"/operations/{op.pk}/outcome/", {"version": op.version}, headers=HTMX
+    )
+    assert (unchanged.status_code, unchanged.content) == (204, b"")
 
     decide_on(op, reviewer2, Decision.Kind.REJECT, comment="Not this month.")
 
-    ended = as_reviewer.get(f"/operations/{op.pk}/outcome/", headers=HTMX).text
+    ended = as_reviewer.get(
+        f"/operations/{op.pk}/outcome/", {"version": op.version - 1}, headers=HTMX
+    ).text
+    assert "Status: Rejected</p>" in ended
     assert "hx-trigger" not in ended
     assert "Rejected" in ended
     assert "Not this month." in ended
+
+
+def test_after_a_decision_the_next_operation_waiting_for_the_reviewer_opens(
+    as_reviewer, reviewer, propose, op
+):
+    second, third = propose("call-2"), propose("call-3")
+    decide_on(second, reviewer)  # decided already: skipped
+
+    response = post_decision(as_reviewer, op, "reject", comment="Not now.")
+    assert response["Location"] == page_of(third)
+    page = as_reviewer.get(page_of(third)).text
+    assert (
+        f"Operation {op.pk} (ledger.transfer): Rejected; the agent reads your reason. "
+        "This one waits for you next."
+    ) in page
+
+    # The last one decided, nothing else waits: the reviewer stays to watch it.
+    response = post_decision(as_reviewer, third, "reject", comment="Nor this.")
+    assert response["Location"] == page_of(third)

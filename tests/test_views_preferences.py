@@ -62,3 +62,16 @@ def test_unknown_time_zone_is_refused(as_reviewer, reviewer):
     assert 'aria-describedby="id_time_zone_error"' in response.text
     assert 'id="id_time_zone_error"' in response.text
     assert not Preferences.objects.filter(user=reviewer, time_zone="Mars/Olympus_Mons").exists()
+
+
+def dangling(page: str) -> set[str]:
+    """The ids that aria-describedby and aria-labelledby name but the page lacks."""
+    ids = set(re.findall(r'\sid="([^"]+)"', page))
+    named = re.findall(r'aria-(?:describedby|labelledby)="([^"]+)"', page)
+    return {ref for refs in named for ref in refs.split()} - ids
+
+
+def test_the_account_page_describes_its_checkbox_with_its_help_text(as_reviewer):
+    page = as_reviewer.get("/account/").text
+    assert dangling(page) == set()
+    assert re.search(r'<span id="id_notify_pending_helptext">[^<]+</span>', page)

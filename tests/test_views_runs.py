@@ -18,7 +18,9 @@ from runs.services.runs import (
     start_run,
 )
 from tests.conftest import AGENT, make_user
-from tests.helpers import stored
+from tests.helpers import decide_on, stored
+
+QUERIES = 13  # the run page, however many operations, checkpoints and messages
 
 REASON = "supplier under investigation"
 
@@ -251,3 +253,37 @@ def test_cancel_needs_the_csrf_token(admin_user, run):
     assert client.post(cancel_url(run), {"reason": REASON}).status_code == 403
     run.refresh_from_db()
     assert run.status == Run.Status.RUNNING
+
+
+def test_run_page_groups_each_operation_s_steps_under_it(as_reviewer, run, propose, reviewer2):
+    first, second = propose("call-1"), propose("call-2")
+    decide_on(first, reviewer2, "reject", comment="Not this one")
+    page = as_reviewer.get(f"/runs/{run.pk}/").text
+    steps = re.findall(
+        r'<ol class="steps" aria-label="Operation (\d+), step by step">(.*?)</ol>', page, re.S
+    )
+    by_operation = {
+        int(pk): re.findall(r"<code>([a-z_.]+)</code> (\S+) → (\w+)", body) for pk, body in steps
+    }
+    assert by_operation == {
+        first.pk: [
+            ("operation.proposed", "—", "proposed"),
+            ("operation.status", "proposed", "rejected"),
+        ],
+        second.pk: [("operation.proposed", "—", "proposed")],
+    }
+    # The run's own checkpoints stay in the timeline itself.
+    timeline = page[page.index('<ol class="timeline">') :]
+    assert timeline.index("<code>run.created</code>") < timeline.index('<ol class="steps"')
+
+
+@pytest.mark.parametrize("count", [1, 12])
+def test_run_page_takes_a_fixed_number_of_queries(
+    as_reviewer, run, propose, reviewer2, count, django_assert_num_queries
+):
+    for n in range(count):
+        decide_on(propose(f"call-{n}"), reviewer2, "reject", comment="no")
+        append_message(run=run, kind=MessageKind.AGENT, payload={"text": f"{n}"}, actor=AGENT)
+    as_reviewer.get(f"/runs/{run.pk}/")  # the first visit stores the time zone
+    with django_assert_num_queries(QUERIES):
+        assert as_reviewer.get(f"/runs/{run.pk}/").status_code == 200

@@ -19,6 +19,11 @@ An action is a class with a ``name``, an ``Arguments`` schema (a pydantic model)
   to repeat, and must raise ``NothingToRollBack`` rather than act when it cannot see
   the forward effect: a compensation for an effect that never happened invents one.
 
+``preview(args, ctx)`` may show reviewers the effect, read from the live target (a
+diff of the file, balances before and after…; see ``previews``): what a reviewer was
+shown is stored with their decision, and a decision on a preview the target has since
+moved past is refused. Without one, reviewers read the arguments.
+
 ``snapshot(args, ctx)`` may capture what undo and verification need (e.g. the previous
 content of a file) before the effect fires; the worker stores it, and any artifacts it
 names, in the operation's intent checkpoint so that a worker resuming after a crash
@@ -62,6 +67,7 @@ from typing import Any, ClassVar, Protocol
 from django.db import DatabaseError
 from pydantic import BaseModel, ConfigDict
 
+from runs.actions.previews import Preview
 from runs.errors import OversightError
 from runs.models import Artifact, Operation
 
@@ -212,6 +218,11 @@ class Action:
     def describe(self, args: Any) -> dict[str, str]:
         """Plain-language precondition and rollback plan, shown to reviewers."""
         return {"precondition": "", "rollback": ""}
+
+    def preview(self, args: Any, ctx: Context) -> "Preview | None":
+        """What the call would change, read from the live target (None: the arguments
+        say it all). Cheap and without effect: it runs each time a reviewer looks."""
+        return None
 
     def precondition(self, args: Any, ctx: Context) -> None:
         """Raise ``PreconditionFailed`` if the live target is not as approved."""

@@ -30,6 +30,7 @@ from runs.actions.base import (
     NotApplied,
     PreconditionFailed,
 )
+from runs.actions.previews import Message
 from runs.models import Operation, SentEmail
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,12 @@ class EmailArguments(Arguments):
         return to
 
 
+def refused_recipients(args: EmailArguments) -> list[str]:
+    """The recipients outside the allowed domains (none when every domain is allowed)."""
+    allowed = settings.OVERSIGHT_EMAIL_ALLOWED_DOMAINS
+    return [to for to in args.to if allowed and to.rsplit("@", 1)[1] not in allowed]
+
+
 class SendEmail(Action):
     name = "email.send"
     Arguments = EmailArguments
@@ -85,10 +92,21 @@ class SendEmail(Action):
             "rollback": "None possible once sent: a failed verification alerts a person.",
         }
 
+    def preview(self, args: EmailArguments, ctx: Context) -> Message:
+        by_domain: dict[str, list[str]] = {}
+        for address in args.to:
+            by_domain.setdefault(address.rsplit("@", 1)[1].lower(), []).append(address)
+        headers = [
+            ["From", settings.DEFAULT_FROM_EMAIL],
+            ["To", ", ".join(args.to)],
+            ["Subject", args.subject],
+        ]
+        return Message(
+            headers, dict(sorted(by_domain.items())), refused_recipients(args), args.body
+        )
+
     def precondition(self, args: EmailArguments, ctx: Context) -> None:
-        allowed = settings.OVERSIGHT_EMAIL_ALLOWED_DOMAINS
-        refused = [to for to in args.to if allowed and to.rsplit("@", 1)[1] not in allowed]
-        if refused:
+        if refused := refused_recipients(args):
             raise PreconditionFailed(
                 f"recipients outside the allowed domains: {', '.join(refused)}"
             )

@@ -40,6 +40,7 @@ from runs.actions.base import (
     TryLater,
     plain_reason,
 )
+from runs.actions.previews import FileChange, file_change
 from runs.canonical import sha256_hex
 from runs.models import Artifact, Checkpoint, Operation, Project
 from runs.services.artifacts import INCOMING, read_artifact, store_artifact, write_durably
@@ -240,6 +241,12 @@ class FileWrite(Action):
             "rollback": "Restore the previous version, kept as an artifact (or remove the file "
             "if it did not exist).",
         }
+
+    def preview(self, args: FileWriteArguments, ctx: Context) -> FileChange:
+        target = resolve(args.path, ctx.project)
+        with on_disk(args.path, "read"):
+            current = target.read_bytes() if target.is_file() else None
+        return file_change(args.path, current, args.content, args.expected_sha256)
 
     def precondition(self, args: FileWriteArguments, ctx: Context) -> None:
         with on_disk(args.path, "read"):

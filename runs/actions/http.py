@@ -54,6 +54,7 @@ from runs.actions.base import (
     PreconditionFailed,
     plain_reason,
 )
+from runs.actions.previews import Exchange
 from runs.models import Operation
 
 FENCING_HEADER = "Oversight-Fencing-Epoch"
@@ -283,6 +284,34 @@ class HttpRequest(Action):
                 else "Out-of-band: a failed verification alerts a person."
             ),
         }
+
+    def preview(self, args: HttpRequestArguments, ctx: Context) -> Exchange:
+        """The call as sent, and the verified resource now (a GET of the verify URL: the
+        status and the verified fields only, which change only if the resource does)."""
+        headers = [
+            ["Idempotency-Key", ctx.operation.idempotency_key],
+            ["Content-Type", "application/json"],
+            [FENCING_HEADER, "the attempt's epoch"],
+        ]
+        if args.url == args.verify.url:
+            headers.append(["If-Match", "the resource's ETag when the call is made, if any"])
+        body = "" if args.body is None else json.dumps(args.body, indent=2, sort_keys=True)
+        expected = args.verify
+        try:
+            answer = fetch(expected.url)
+        except (ExecutionFailed, AddressRefused) as error:
+            now, seen = str(error), {}  # it names the call: "GET <url>: why"
+        else:
+            now, seen = (
+                f"GET {expected.url} answers {answer}",
+                expected.seen(answer.status, answer.body)["fields"],
+            )
+        fields = [
+            {"field": name, "now": json.dumps(seen.get(name)), "after": json.dumps(value)}
+            for name, value in sorted(expected.json_fields.items())
+        ]
+        undo = f"{args.compensate.method} {args.compensate.url}" if args.compensate else ""
+        return Exchange(args.method, args.url, headers, body, now, fields, undo)
 
     def precondition(self, args: HttpRequestArguments, ctx: Context) -> None:
         try:

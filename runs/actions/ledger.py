@@ -28,6 +28,7 @@ from runs.actions.base import (
     NothingToRollBack,
     PreconditionFailed,
 )
+from runs.actions.previews import Balances
 from runs.models import Account, LedgerEntry, Operation
 
 Money = Decimal
@@ -74,6 +75,27 @@ class LedgerTransfer(Action):
             "rollback": f"A compensating transfer of {args.amount} from {args.target} back to "
             f"{args.source}.",
         }
+
+    def preview(self, args: TransferArguments, ctx: Context) -> Balances:
+        accounts = {
+            account.name: account.balance
+            for account in Account.objects.filter(
+                project=ctx.project, name__in=[args.source, args.target]
+            )
+        }
+        floor = args.require_balance_above
+        rows = [
+            {"account": name, "before": str(accounts[name]), "after": str(accounts[name] + change)}
+            for name, change in ((args.source, -args.amount), (args.target, args.amount))
+            if name in accounts
+        ]
+        missing = [name for name in (args.source, args.target) if name not in accounts]
+        if missing:
+            why = f"there is no account {missing[0]!r} in this project"
+        else:
+            why = shortfall(accounts[args.source], args.amount, floor)
+            why = f"{args.source} {why}" if why else ""
+        return Balances(rows, None if floor is None else str(floor), not why, why)
 
     def precondition(self, args: TransferArguments, ctx: Context) -> None:
         source = self._account(ctx, args.source)

@@ -119,6 +119,7 @@ def _operation(op) -> dict:
                 "kind": d.kind,
                 "by": _username(d.reviewer) or f"policy:{d.policy}",
                 "shown_arguments_hash": d.arguments_hash,
+                "shown_preview_sha256": d.preview_sha256 or None,
                 "edited_arguments": d.edited_arguments,
                 "comment": d.comment,
                 "at": _when(d.created_at),

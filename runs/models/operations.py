@@ -204,6 +204,12 @@ class Decision(models.Model):
     )
     kind = models.CharField(max_length=8, choices=Kind.choices)
     arguments_hash = models.CharField(max_length=64, help_text="The arguments decided upon.")
+    preview_sha256 = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        help_text="The preview of the effect the reviewer was shown (an artifact), if any.",
+    )
     edited_arguments = models.JSONField(null=True, blank=True)
     comment = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -11,8 +11,9 @@ def validate_time_zone(value: str) -> None:
 
 
 class Preferences(models.Model):
-    """A person's settings: the time zone pages show times in, and whether they get
-    batched emails about new operations waiting for their decision."""
+    """A person's settings: the time zone pages show times in, whether they get batched
+    emails about new operations waiting for their decision, and whether single keys
+    act on the queue and operation pages."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oversight_preferences"
@@ -20,6 +21,12 @@ class Preferences(models.Model):
     time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
     notify_pending = models.BooleanField(
         default=True, help_text="Email me, batched, when operations wait for my decision."
+    )
+    # Single keys (WCAG 2.1.4 asks that they can be turned off): a, r, n, q, j.
+    shortcuts = models.BooleanField(
+        default=True,
+        help_text="Keyboard shortcuts on the queue and operation pages: j next in the "
+        "queue, a approve, r reject, n next operation, q back to the queue.",
     )
     # The watermark: when the last operation listed in their latest email was created.
     last_notified_at = models.DateTimeField(null=True, blank=True)

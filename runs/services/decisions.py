@@ -1,6 +1,7 @@
 """Deciding on proposals: approve, reject, reply, edit-and-approve; and expiry.
 
-Every decision is bound to the arguments hash the reviewer saw. The rules, checked in
+Every decision is bound to the arguments hash the reviewer saw, and to the preview of
+the effect they were shown (kept with the decision's checkpoint). The rules, checked in
 one transaction under the run lock: the reviewer holds the decide permission in the
 project; does not own the run nor the agent token that proposed the operation; the run
 is open; the operation still awaits a decision and has not expired; a second approval
@@ -19,6 +20,7 @@ from runs.errors import ArgumentsChanged, DecisionRefused, InvalidInput, Operati
 from runs.models import Decision, HumanRequest, Operation
 from runs.permissions import require_project_perm
 from runs.policies import requirement_after_edit, stricter
+from runs.services.previews import preview_of, seen_preview
 from runs.services.runs import require_open, settle_wait
 from runs.transitions import lock_run, transition_operation
 
@@ -34,12 +36,15 @@ def decide(
     arguments_hash: str,
     comment: str = "",
     arguments: dict | None = None,
+    preview_hash: str | None = None,
     now: datetime | None = None,
 ) -> Decision:
     """Record ``reviewer``'s decision of ``kind`` on the arguments they saw.
 
     ``comment`` is the reason for a rejection, the reply the agent reads for a reply,
-    and optional otherwise; ``arguments`` are the edited arguments for an edit.
+    and optional otherwise; ``arguments`` are the edited arguments for an edit;
+    ``preview_hash`` is the hash of the effect's preview they were shown ("" for none;
+    None when deciding without a page, e.g. a script).
     """
     if kind not in Decision.Kind.values:
         raise InvalidInput(f"kind: one of {', '.join(Decision.Kind.values)}")
@@ -53,11 +58,15 @@ def decide(
     now = now or db_now()
     if expire_if_due(operation, now):
         raise OperationExpired(f"operation {operation.pk} expired before this decision")
-    return _record_decision(operation, reviewer, kind, arguments_hash, comment, arguments, now)
+    # Read from the target before the run is locked (a preview may take a while).
+    shown = None if preview_hash is None else (preview_of(operation), preview_hash)
+    return _record_decision(
+        operation, reviewer, kind, arguments_hash, comment, arguments, shown, now
+    )
 
 
 @transaction.atomic
-def _record_decision(operation, reviewer, kind, arguments_hash, comment, arguments, now):
+def _record_decision(operation, reviewer, kind, arguments_hash, comment, arguments, shown, now):
     run = lock_run(operation.run_id)
     operation = Operation.objects.get(pk=operation.pk)
     require_open(run)
@@ -72,11 +81,12 @@ def _record_decision(operation, reviewer, kind, arguments_hash, comment, argumen
         raise ArgumentsChanged(
             f"operation {operation.pk} has other arguments than the ones you saw: look again"
         )
+    seen = seen_preview(operation, *shown) if shown else None
     actor = Actor.of_user(reviewer)
     if kind in (Decision.Kind.REJECT, Decision.Kind.REPLY):
-        decision = _reject(operation, reviewer, kind, comment, actor)
+        decision = _reject(operation, reviewer, kind, comment, actor, seen)
     else:
-        decision = _approve(operation, reviewer, kind, comment, arguments, actor, now)
+        decision = _approve(operation, reviewer, kind, comment, arguments, actor, seen, now)
     settle_wait(run, actor)
     return decision
 
@@ -96,12 +106,13 @@ def own_interest(item: Operation | HumanRequest, reviewer) -> str | None:
     return None
 
 
-def _reject(operation, reviewer, kind, comment, actor) -> Decision:
+def _reject(operation, reviewer, kind, comment, actor, seen) -> Decision:
     decision = Decision.objects.create(
         operation=operation,
         reviewer=reviewer,
         kind=kind,
         arguments_hash=operation.arguments_hash,
+        preview_sha256=seen.artifact.sha256 if seen else "",
         comment=comment,
     )
     observation = {"decision": "rejected", "reason": comment}
@@ -114,11 +125,12 @@ def _reject(operation, reviewer, kind, comment, actor) -> Decision:
         reason=comment,
         changes={"status_reason": comment, "result": observation},
         detail={"decision": _describe(decision), "observation": observation},
+        artifacts=[seen] if seen else [],
     )
     return decision
 
 
-def _approve(operation, reviewer, kind, comment, arguments, actor, now) -> Decision:
+def _approve(operation, reviewer, kind, comment, arguments, actor, seen, now) -> Decision:
     changes = {}
     decided_hash = operation.arguments_hash
     if kind == Decision.Kind.EDIT:
@@ -151,6 +163,7 @@ def _approve(operation, reviewer, kind, comment, arguments, actor, now) -> Decis
         reviewer=reviewer,
         kind=kind,
         arguments_hash=decided_hash,
+        preview_sha256=seen.artifact.sha256 if seen else "",
         edited_arguments=arguments,
         comment=comment,
     )
@@ -168,6 +181,7 @@ def _approve(operation, reviewer, kind, comment, arguments, actor, now) -> Decis
             reason=comment or "approved",
             changes=changes,
             detail=detail,
+            artifacts=[seen] if seen else [],
         )
     else:
         transition_operation(
@@ -181,6 +195,7 @@ def _approve(operation, reviewer, kind, comment, arguments, actor, now) -> Decis
             ),
             changes=changes,
             detail=detail,
+            artifacts=[seen] if seen else [],
         )
     return decision
 
@@ -193,6 +208,7 @@ def _describe(decision: Decision) -> dict:
         if decision.reviewer
         else f"policy:{decision.policy}",
         "arguments_hash": decision.arguments_hash,
+        "preview_sha256": decision.preview_sha256,
         "comment": decision.comment,
     }
 

@@ -40,6 +40,12 @@ def _load(queryset: QuerySet, user, pk: int, perm: str | None, project: str = "p
     return obj
 
 
+def load_project(user, slug: str, perm: str) -> Project:
+    project = get_object_or_404(member_projects(user), slug=slug)
+    require_perm(user, project, perm)
+    return project
+
+
 def load_operation(user, pk: int, perm: str | None = None) -> Operation:
     queryset = Operation.objects.select_related(
         "project", "run__session__owner", "run__session__token"

@@ -8,7 +8,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from runs import machines
 from runs.forms import PasswordChangeForm, PreferencesForm
-from runs.middleware import SESSION_KEY
+from runs.middleware import remember
 from runs.models import Operation, Preferences, Run
 from runs.permissions import projects_with_perm
 from runs.views.access import member_projects
@@ -41,7 +41,7 @@ def preferences(request: HttpRequest) -> HttpResponse:
     form = PreferencesForm(request.POST or None, instance=Preferences.of(request.user))
     if request.method == "POST" and form.is_valid():
         form.save()
-        request.session[SESSION_KEY] = form.instance.time_zone
+        remember(request, form.instance)
         messages.success(request, "Preferences saved.")
         return redirect("preferences")
     status = 400 if request.method == "POST" else 200

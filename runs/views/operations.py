@@ -2,17 +2,20 @@ import difflib
 import json
 
 from django.contrib import messages
+from django.db.models import Exists, OuterRef
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from runs.actions.registry import get_action, parse_arguments
+from runs.context_processors import pending_for
 from runs.errors import InvalidInput, OversightError
 from runs.forms import DecisionForm
 from runs.models import Decision, Operation
 from runs.permissions import has_project_perm
 from runs.policies import explain
 from runs.services.decisions import decide, own_interest
+from runs.services.previews import preview_hash, preview_of, stored_preview
 from runs.views.access import load_operation
 
 RECENT_MESSAGES = 10
@@ -41,6 +44,7 @@ def decide_view(request: HttpRequest, pk: int) -> HttpResponse:
                 arguments_hash=data["arguments_hash"],
                 comment=data["comment"],
                 arguments=data["arguments"],
+                preview_hash=data["preview_hash"],
             )
         except InvalidInput as error:
             for problem in str(error).split("; "):
@@ -49,20 +53,52 @@ def decide_view(request: HttpRequest, pk: int) -> HttpResponse:
             form.add_error(None, str(error))
         else:
             operation.refresh_from_db()
-            messages.success(request, _confirmation(data["kind"], operation))
-            return redirect("operation", pk=operation.pk)
+            done = _confirmation(data["kind"], operation)
+            following = next_waiting(request.user)
+            if following is None:  # stay, and watch it go through
+                messages.success(request, done)
+                return redirect("operation", pk=operation.pk)
+            decided = f"Operation {operation.pk} ({operation.action}): {done}"
+            messages.success(request, f"{decided} This one waits for you next.")
+            return redirect("operation", pk=following.pk)
     return _render(request, operation, bound=form, status=400)
+
+
+def next_waiting(reviewer, besides: int | None = None) -> Operation | None:
+    """The oldest operation waiting for ``reviewer``'s decision (but ``besides``):
+    proposed in a project where they decide, not in their own run nor from their own
+    token, and not already approved by them as it stands."""
+    approved = Decision.objects.filter(
+        operation=OuterRef("pk"),
+        reviewer=reviewer,
+        kind__in=Decision.APPROVING,
+        arguments_hash=OuterRef("arguments_hash"),
+    )
+    return (
+        pending_for(reviewer)
+        .exclude(pk=besides)
+        .exclude(run__session__owner=reviewer)
+        .exclude(proposed_by_token__owner=reviewer)
+        .exclude(Exists(approved))
+        .order_by("created_at", "pk")
+        .first()
+    )
 
 
 @require_GET
 def outcome(request: HttpRequest, pk: int) -> HttpResponse:
-    """The live status panel, polled by htmx until the operation reaches an end."""
+    """The live status panel, polled by htmx (with the version it shows) until the
+    operation reaches an end: an unchanged operation answers 204, and nothing is
+    swapped or announced."""
     operation = load_operation(request.user, pk)
+    if request.GET.get("version") == str(operation.version):
+        return HttpResponse(status=204)
     return render(request, "runs/operation.html#outcome", {"operation": operation})
 
 
 def _render(request, operation: Operation, bound: DecisionForm | None = None, status: int = 200):
     run = operation.run
+    preview, seen_by = _preview(operation)
     decisions = list(operation.decisions.select_related("reviewer"))
     approvers = list(operation.decisions.counted_approvals().select_related("reviewer"))
     approval_rule, risk_raised_by = explain(operation)
@@ -73,6 +109,8 @@ def _render(request, operation: Operation, bound: DecisionForm | None = None, st
         "arguments": _folded(operation.arguments),
         "arguments_diff": _diff(operation.proposed_arguments, operation.arguments),
         "plan": _plan(operation),
+        "preview": preview,
+        "preview_seen_by": seen_by,
         "approval_rule": approval_rule,
         "risk_raised_by": risk_raised_by,
         "decisions": decisions,
@@ -81,21 +119,38 @@ def _render(request, operation: Operation, bound: DecisionForm | None = None, st
         "can_decide": has_project_perm(request.user, operation.project, "decide_operation"),
         "own_interest": own_interest(operation, request.user),
         "already_approved": any(d.reviewer_id == request.user.pk for d in approvers),
-        "forms": _forms(operation, bound),
+        "forms": _forms(operation, bound, preview_hash(preview) if not seen_by else ""),
+        "next_operation": next_waiting(request.user, besides=operation.pk),
         "bound_kind": bound.data.get("kind") if bound else None,
         "bound_errors": bound.non_field_errors() if bound else [],
     }
     return render(request, "runs/operation.html", context, status=status)
 
 
-def _forms(operation: Operation, bound: DecisionForm | None) -> dict[str, DecisionForm]:
+def _preview(operation: Operation) -> tuple[dict | None, Decision | None]:
+    """The effect's preview: read from the live target while the operation awaits a
+    decision; afterwards, as the last reviewer who decided was shown it (and who)."""
+    if operation.status == Operation.Status.PROPOSED:
+        return preview_of(operation), None
+    decision = operation.decisions.exclude(preview_sha256="").select_related("reviewer").last()
+    if decision is None:
+        return None, None
+    return stored_preview(decision.preview_sha256), decision
+
+
+def _forms(operation: Operation, bound: DecisionForm | None, shown: str) -> dict[str, DecisionForm]:
+    """One form per kind of decision, each bound to the arguments and the preview
+    (``shown``, its hash) on the page; a form refused is shown again with what the
+    reviewer wrote, bound to what the page shows now."""
     forms = {}
     for kind in DECISION_KINDS:
-        initial = {"kind": kind, "arguments_hash": operation.arguments_hash}
+        initial = {"kind": kind, "arguments_hash": operation.arguments_hash, "preview_hash": shown}
         if kind == Decision.Kind.EDIT:
             initial["arguments"] = pretty_json(operation.arguments)
         forms[kind] = DecisionForm(initial=initial, operation=operation, auto_id=_auto_id(kind))
     if bound is not None and bound.data.get("kind") in forms:
+        bound.data = bound.data.copy()
+        bound.data["preview_hash"] = shown
         forms[bound.data["kind"]] = bound
     return forms
 

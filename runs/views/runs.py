@@ -65,19 +65,11 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _run_context(request, run: Run, cancel_form: ReasonForm | None = None) -> dict:
     operations = list(run.operations.order_by("pk"))
-    timeline = sorted(
-        chain(
-            (("message", m.created_at, m) for m in run.messages.all()),
-            (("operation", op.created_at, op) for op in operations),
-            (("checkpoint", c.created_at, c) for c in run.checkpoints.select_related("operation")),
-        ),
-        key=lambda entry: entry[1],
-    )
     return {
         "run": run,
         "operations": operations,
         "requests": run.requests.select_related("answered_by").order_by("pk"),
-        "timeline": timeline,
+        "timeline": _timeline(run, operations),
         "artifacts": CheckpointArtifact.objects.filter(checkpoint__run=run)
         .select_related("artifact", "checkpoint")
         .order_by("checkpoint__seq"),
@@ -86,6 +78,26 @@ def _run_context(request, run: Run, cancel_form: ReasonForm | None = None) -> di
         and has_project_perm(request.user, run.project, "cancel_run"),
         "cancel_form": cancel_form,
     }
+
+
+def _timeline(run: Run, operations: list) -> list[tuple]:
+    """The run's story in order: its messages, its own checkpoints, and each operation
+    at its proposal with its steps (the decisions, the execution, the verification:
+    every checkpoint about it) under it, rather than scattered through the run."""
+    steps: dict[int, list] = {op.pk: [] for op in operations}
+    own = []
+    for checkpoint in run.checkpoints.order_by("seq"):
+        (steps[checkpoint.operation_id] if checkpoint.operation_id else own).append(checkpoint)
+    for op in operations:
+        op.steps = steps[op.pk]
+    return sorted(
+        chain(
+            (("message", m.created_at, m) for m in run.messages.all()),
+            (("operation", op.created_at, op) for op in operations),
+            (("checkpoint", c.created_at, c) for c in own),
+        ),
+        key=lambda entry: entry[1],
+    )
 
 
 @require_http_methods(["GET", "POST"])

@@ -5,21 +5,15 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from runs.errors import InvalidInput
 from runs.forms import TokenForm
-from runs.models import AgentToken, Project
+from runs.models import AgentToken
 from runs.services.tokens import issue_token, project_members
-from runs.views.access import member_projects, require_perm
-
-
-def _project(request: HttpRequest, slug: str) -> Project:
-    project = get_object_or_404(member_projects(request.user), slug=slug)
-    require_perm(request.user, project, "manage_project")
-    return project
+from runs.views.access import load_project
 
 
 @require_http_methods(["GET", "POST"])
 def token_list(request: HttpRequest, slug: str) -> HttpResponse:
     """The project's agent tokens; a new token's secret is shown on this answer only."""
-    project = _project(request, slug)
+    project = load_project(request.user, slug, "manage_project")
     members = project_members(project)
     form = TokenForm(request.POST or None, members=members)
     plain = None
@@ -43,7 +37,7 @@ def token_list(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_POST
 def token_revoke(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    project = _project(request, slug)
+    project = load_project(request.user, slug, "manage_project")
     token = get_object_or_404(AgentToken, pk=pk, project=project)
     token.revoke()
     messages.success(request, f"Token {token.name} is revoked; its agent gets 401 from now on.")

@@ -32,6 +32,14 @@ TIMEOUT_MS = 10_000
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
 SCREENSHOTS = REPO_ROOT / "test-artifacts" / "screenshots"
+# axe-core from the npm registry (bin/setup-browser installs package-lock.json's).
+AXE = REPO_ROOT / "node_modules" / "axe-core" / "axe.min.js"
+WCAG = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+VIOLATIONS = """async (tags) => {
+  const found = await axe.run(document, {runOnly: {type: "tag", values: tags}});
+  return found.violations.map(v =>
+    `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map(n => n.target.join(" ")).join(", ")}`);
+}"""
 PASSWORD = "pw"
 
 expect.set_options(timeout=TIMEOUT_MS)
@@ -61,12 +69,24 @@ def browser():
 
 @pytest.fixture
 def page(browser, live_server):
-    """A fresh browser context (no cookies) per test, pointed at the live server."""
+    """A fresh browser context (no cookies) per test, pointed at the live server, with
+    axe-core in every document (an init script: the pages' CSP does not apply to it).
+    The page the test ends on is checked for accessibility, as every screenshot is."""
+    assert AXE.exists(), f"{AXE} is missing: run bin/setup-browser (it needs npm)"
     context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
     context.set_default_timeout(TIMEOUT_MS)
+    context.add_init_script(path=str(AXE))
     page = context.new_page()
     yield page
+    if page.url.startswith(live_server.url):
+        assert_accessible(page)
     context.close()
+
+
+def assert_accessible(page: Page) -> None:
+    """axe-core finds no WCAG 2.1 A/AA violation on the page as it is now."""
+    found = page.evaluate(VIOLATIONS, WCAG)
+    assert found == [], f"{page.url}: " + "; ".join(found)
 
 
 def sign_in(page: Page, user, password: str = PASSWORD) -> None:
@@ -79,7 +99,9 @@ def sign_in(page: Page, user, password: str = PASSWORD) -> None:
 
 
 def screenshot(page: Page, name: str) -> Path:
-    """Save a full-page PNG under test-artifacts/screenshots/ (git-ignored)."""
+    """Save a full-page PNG under test-artifacts/screenshots/ (git-ignored), once the
+    page passes axe-core's checks."""
+    assert_accessible(page)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{re.sub(r'[^A-Za-z0-9_.-]+', '-', name)}.png"
     page.screenshot(path=str(path), full_page=True)

@@ -14,7 +14,8 @@ def approve(page: Page) -> None:
     form = page.locator("form.decision-approve")
     form.get_by_label(CONFIRM).fill("invoices.pay")
     form.get_by_role("button", name="Approve").click()
-    expect(page.locator(".messages")).to_have_text("Approved; the agent carries it out now.")
+    # With more waiting, the next operation opens, the message naming this one first.
+    expect(page.locator(".messages")).to_contain_text("Approved; the agent carries it out now.")
 
 
 def reject(page: Page, reason: str) -> None:
@@ -22,7 +23,7 @@ def reject(page: Page, reason: str) -> None:
     form = page.locator("form.decision-reject")
     form.get_by_label("Reason (required)").fill(reason)
     form.get_by_role("button", name="Reject").click()
-    expect(page.locator(".messages")).to_have_text("Rejected; the agent reads your reason.")
+    expect(page.locator(".messages")).to_contain_text("Rejected; the agent reads your reason.")
 
 
 def edit(page: Page, arguments: dict, comment: str, shown: dict | None = None) -> None:
@@ -36,7 +37,7 @@ def edit(page: Page, arguments: dict, comment: str, shown: dict | None = None) -
     form.get_by_label("Comment (optional)").fill(comment)
     form.get_by_label(CONFIRM).fill("invoices.pay")
     form.get_by_role("button", name="Save edits and approve").click()
-    expect(page.locator(".messages")).to_have_text("Approved; the agent carries it out now.")
+    expect(page.locator(".messages")).to_contain_text("Approved; the agent carries it out now.")
 
 
 def decided_by_reviewer(page: Page, events: str = r"operation\.status") -> Locator:

@@ -1,11 +1,15 @@
-"""Deciding by keyboard alone: the Approve button is a Tab away and shows its focus."""
+"""Deciding by keyboard alone: the Approve button is a Tab away and shows its focus; a
+refused decision focuses what to fix; single keys work the queue to empty on a phone,
+never inside a field, and can be turned off."""
 
 import re
 
 import pytest
 from playwright.sync_api import expect
 
+from runs.models import Operation
 from tests.browser.conftest import screenshot, sign_in
+from tests.helpers import decide_on
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -60,3 +64,103 @@ def test_first_tab_stop_is_the_skip_link(page, reviewer, propose):
     expect(skip).to_be_in_viewport()
     page.keyboard.press("Enter")
     expect(page).to_have_url(re.compile(rf"/operations/{op.pk}/#main$"))
+
+
+def test_a_refused_decision_puts_the_focus_on_what_to_fix(page, reviewer, propose, accounts):
+    """Reject without a reason: the page comes back titled "Error: …", with the focus in
+    the reason field, which names its error; a screen reader reads both at once."""
+    op = propose()
+    sign_in(page, reviewer)
+    page.goto(f"/operations/{op.pk}/")
+    page.locator("details.more summary").get_by_text("Reject", exact=True).click()
+    page.locator("form.decision-reject").get_by_role("button", name="Reject").click()
+
+    expect(page).to_have_title(re.compile(r"^Error: ledger\.transfer · operation"))
+    reason = page.locator("form.decision-reject").get_by_label("Reason (required)")
+    expect(reason).to_be_focused()
+    expect(reason).to_have_attribute("aria-invalid", "true")
+    described = reason.get_attribute("aria-describedby")
+    expect(page.locator(f"#{described}")).to_have_text("Say why you reject it.")
+    screenshot(page, "refused-decision-focus")
+
+
+def no_sideways_scroll(page) -> None:
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth"), page.url
+
+
+def test_a_reviewer_works_the_queue_to_empty_by_keyboard_on_a_phone(
+    page, reviewer, reviewer2, propose
+):
+    """At 390 by 844: j to the first row, Enter to open it, a then Enter to approve, the
+    next one opens by itself, r, the reason, Tab, Enter to reject it, q back to the empty
+    queue; meanwhile another reviewer decides a third, and the queue, refreshing under
+    the focused row, keeps the focus where it was and says what changed."""
+    first, second, third = propose("call-1"), propose("call-2"), propose("call-3")
+    page.set_viewport_size({"width": 390, "height": 844})
+    sign_in(page, reviewer)
+    page.goto("/approvals/")
+    no_sideways_scroll(page)
+    page.keyboard.press("j")
+    expect(page.locator(f"#op-{first.pk}-link")).to_be_focused()
+
+    decide_on(third, reviewer2, "reject", comment="Duplicate of call-1.")
+    expect(page.locator(f"#op-{third.pk}")).to_have_count(0)  # the queue refreshed
+    expect(page.locator(f"#op-{first.pk}-link")).to_be_focused()
+    expect(page.locator("#queue-status")).to_have_text("1 removed, 2 items waiting")
+
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(rf"/operations/{first.pk}/$"))
+    no_sideways_scroll(page)
+    page.keyboard.press("a")
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(rf"/operations/{second.pk}/$"))
+    expect(page.locator(".messages")).to_contain_text(f"Operation {first.pk} (ledger.transfer)")
+    no_sideways_scroll(page)
+    page.keyboard.press("r")
+    page.keyboard.type("Not this month.")
+    page.keyboard.press("Tab")
+    page.keyboard.press("Enter")
+    expect(page.locator(".messages")).to_have_text("Rejected; the agent reads your reason.")
+    expect(page).to_have_url(re.compile(rf"/operations/{second.pk}/$"))  # nothing else waits
+    page.keyboard.press("q")
+    expect(page.locator("#queue .empty")).to_contain_text("Nothing is waiting for a decision")
+    no_sideways_scroll(page)
+    screenshot(page, "phone-queue-empty")
+
+    statuses = {op.call_id: op.status for op in Operation.objects.all()}
+    assert statuses == {"call-1": "approved", "call-2": "rejected", "call-3": "rejected"}
+
+
+def test_the_keys_do_nothing_inside_a_field_or_once_turned_off(page, reviewer, propose):
+    op = propose()
+    sign_in(page, reviewer)
+    page.goto(f"/operations/{op.pk}/")
+    comment = page.locator("form.decision-approve").get_by_label("Comment (optional)")
+    comment.focus()
+    page.keyboard.type("a quiet remark")
+    expect(comment).to_have_value("a quiet remark")
+    expect(comment).to_be_focused()
+
+    page.goto("/account/")
+    page.get_by_label("Keyboard shortcuts", exact=False).uncheck()
+    page.get_by_role("button", name="Save").click()
+    page.goto(f"/operations/{op.pk}/")
+    expect(page.locator(".keys")).to_have_count(0)
+    page.keyboard.press("r")
+    expect(
+        page.locator("form.decision-reject").get_by_label("Reason (required)")
+    ).not_to_be_visible()
+
+
+def test_when_the_focused_row_leaves_the_queue_the_next_one_takes_the_focus(
+    page, reviewer, reviewer2, propose
+):
+    first, second = propose("call-1"), propose("call-2")
+    sign_in(page, reviewer)
+    page.goto("/approvals/")
+    page.keyboard.press("j")
+    expect(page.locator(f"#op-{first.pk}-link")).to_be_focused()
+    decide_on(first, reviewer2, "reject", comment="Another reviewer took it.")
+    expect(page.locator(f"#op-{first.pk}")).to_have_count(0)
+    expect(page.locator(f"#op-{second.pk}-link")).to_be_focused()
+    expect(page.locator("#queue-status")).to_have_text("1 removed, 1 item waiting")
