@@ -6,7 +6,10 @@ INV-7 through an in-process MCP tool under an ``OversightAgent``, in the run nam
 
 ``OVERSIGHT_TOKEN`` is the agent's token; ``ANTHROPIC_BASE_URL`` and ``HOME`` point the
 bundled CLI at the test's scripted model. With ``CRASH_AFTER_EFFECT`` set, the tool kills
-its own process (SIGKILL) once the payment is in the ledger, before anything reports it."""
+its own process (SIGKILL) once the payment is in the ledger, before anything reports it;
+with ``CRASH_AFTER_NAMING`` naming a file not there yet, the gate kills it once it has
+named the waiting session on the run, before it proposes the call (the file records it).
+Restarted, it goes on where it stopped (``OversightAgent.recover``)."""
 
 import asyncio
 import os
@@ -18,6 +21,7 @@ from claude_agent_sdk import ClaudeAgentOptions, create_sdk_mcp_server, tool
 
 from oversight_client import AsyncOversight
 from oversight_client.claude_agent import Action, OversightAgent
+from oversight_client.claude_agent.gate import OversightGate
 from oversight_client.cursor import FileCursor
 from oversight_client.errors import Conflict
 
@@ -49,15 +53,31 @@ async def main(base: str, state: Path) -> None:
     session = await ovs.open_session(title="Supplier payments", external_id=RUN)
     run = await ovs.start_run(session["id"], goal="Pay INV-7", external_id=RUN)
     if (await ovs.messages(run["id"])) == []:  # a first start, not a restart
-        await agent.run("Pay INV-7", run["id"])
+        result = await agent.run("Pay INV-7", run["id"])
+    else:
+        result = await agent.recover("Pay INV-7", run["id"])
+    if result is None:
         say("waiting for reviewers")
-    await agent.follow(stop=lambda: run["id"] in agent.results, wait=2)
-    say(f"Done: {agent.results[run['id']].result}")
+        await agent.follow(stop=lambda: run["id"] in agent.results, wait=2)
+        result = agent.results[run["id"]]
+    say(f"Done: {result.result}")
     try:
         await ovs.finish(run["id"], "completed")
     except Conflict as refused:  # an operation still in flight, say
         say(f"The run stays open: {refused.detail}")
 
 
+name = OversightGate._name
+
+
+async def name_then_die(self, session: str, call_id: str) -> None:
+    await name(self, session, call_id)
+    marker = os.environ.get("CRASH_AFTER_NAMING")
+    if marker and not Path(marker).exists():
+        Path(marker).write_text(call_id)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+OversightGate._name = name_then_die
 if __name__ == "__main__":
     asyncio.run(main(sys.argv[1], Path(sys.argv[2])))

@@ -222,7 +222,8 @@ def test_a_hostile_input_over_the_server_s_limits_is_refused_to_the_model(
     model.input = {"invoice": "x" * 300_000, "amount": 1}
     result = ask(options, **gated(OversightGate(aovs, run_id, ACTIONS)))
     assert paid == []
-    assert ": This call was not made: " in result.result
+    assert ": This call was not made: arguments: " in result.result  # the server's reason
+    assert not Operation.objects.exists()
 
 
 # --- the durable path: the hook defers, the agent resumes the session ------------------
@@ -267,15 +268,20 @@ def test_a_deferred_call_rejected_reaches_the_model(
     assert "A reviewer rejected this call: paid" in str(model.requests[-1]["messages"])
 
 
-def test_a_deferred_call_that_expires_is_denied_on_resume(aovs, run_id, options, paid, tmp_path):
+def test_a_deferred_call_that_expires_is_denied_on_resume(
+    aovs, run_id, options, paid, tmp_path, model
+):
     agent = agent_for(aovs, options, tmp_path)
     assert asyncio.run(agent.run("Pay INV-7", run_id)) is None
     assert expire_if_due(
         Operation.objects.get(call_id="toolu_pay_1"), timezone.now() + timedelta(days=9)
     )
-    asyncio.run(agent.poll())
+    assert asyncio.run(agent.poll()) == 1  # resumed: the hook denies, saying why
     assert paid == []
     assert Operation.objects.get(call_id="toolu_pay_1").status == "expired"
+    assert "Nobody decided on this call in time: it was not made." in str(
+        model.requests[-1]["messages"]
+    )
 
 
 def test_a_cancelled_run_is_never_resumed(aovs, run_id, options, paid, admin_user, tmp_path):
@@ -333,3 +339,27 @@ def test_a_built_in_tool_runs_in_the_cli_only_once_approved(
     assert (tmp_path / "ledger.txt").read_text() == "INV-7 40\n"
     operation = Operation.objects.get(call_id="toolu_pay_1")
     assert (operation.status, operation.arguments) == ("committed", edit)
+
+
+def test_an_output_the_server_would_refuse_is_reported_cleaned(
+    aovs, run_id, reviewer, model, tmp_path
+):
+    """A tool's output with NUL in it (the server refuses NUL) is reported cleaned: the
+    call that ran ends committed, not in flight for a person to chase."""
+
+    @tool("pay", "Pay a supplier invoice", {"invoice": str, "amount": int})
+    async def pay(args: dict) -> dict:
+        return {"content": [{"type": "text", "text": f"paid\x00 {args['invoice']}"}]}
+
+    with FakeAnthropic(model) as api:
+        options = ClaudeAgentOptions(
+            env=cli_env(api, str(tmp_path)),
+            cwd=tmp_path,
+            mcp_servers={"books": create_sdk_mcp_server("books", tools=[pay])},
+            tools=[],
+        )
+        with deciding(reviewer, "toolu_pay_1"):
+            ask(options, **gated(OversightGate(aovs, run_id, ACTIONS)))
+    operation = Operation.objects.get(call_id="toolu_pay_1")
+    assert operation.status == "committed"
+    assert "\x00" not in str(operation.result) and "paid\ufffd INV-7" in str(operation.result)

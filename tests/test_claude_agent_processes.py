@@ -66,3 +66,35 @@ def test_a_crash_after_the_effect_does_not_repeat_it(
     # Not reported: Oversight cannot tell what a CLI tool did; once the lease lapses,
     # the server alerts a person to check.
     assert operation.status == "in_flight"
+
+
+def test_killed_between_naming_its_session_and_proposing_it_goes_on_when_restarted(
+    live_server, project, owner, tmp_path
+):
+    """Named first, proposed second: stopped in between, nothing waits for reviewers
+    that nobody would resume, and the restarted agent resumes the named session (before,
+    a proposal made but not named left the run waiting forever once approved)."""
+    token = AgentToken.issue(project=project, name="claude-agent", owner=owner)[1]
+    model = ScriptedModel("mcp__books__pay", {"invoice": "INV-7", "amount": 45}, "toolu_pay_1")
+    marker = tmp_path / "crashed"
+    with FakeAnthropic(model) as api:
+        first = agent_process(live_server.url, token, api, tmp_path, CRASH_AFTER_NAMING=str(marker))
+        try:
+            assert first.wait(timeout=60) == -signal.SIGKILL
+        finally:
+            first.kill()
+        assert marker.read_text() == "toolu_pay_1"
+        assert not Operation.objects.exists()
+
+        restarted = agent_process(live_server.url, token, api, tmp_path)
+        try:
+            # The CLI does not ask again for a call interrupted in its hook: it tells
+            # the model the call was declined, and the session ends.
+            assert said(restarted) == (
+                "Done: Read: The user doesn't want to take this action right now. STOP what "
+                "you are doing and wait for the user to tell you how to proceed."
+            )
+            assert restarted.wait(timeout=30) == 0
+        finally:
+            restarted.kill()
+    assert not Operation.objects.filter(status="proposed").exists()

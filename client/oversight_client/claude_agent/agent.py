@@ -20,6 +20,7 @@ from oversight_client.follower import RunResumer, last_mark
 from oversight_client.storable import storable
 
 CARRY_ON = "Your tool call was decided; carry on."
+ENDED = "The agent's session ended."
 DROPPED = "The CLI defers one call per turn and dropped this one: the model may ask again."
 
 
@@ -54,24 +55,38 @@ class OversightAgent(RunResumer):
         None while it waits (again) or there is nothing to resume."""
         return (await self._resume(run_id))[1]
 
+    async def recover(self, prompt: str, run_id: int) -> ResultMessage | None:
+        """After a restart, go on where the agent stopped: resume the session named on
+        the run once its call is decided, or at once if the call was never proposed
+        (the agent stopped in between: its hook proposes it now), or run ``prompt``
+        again if no session was named yet. None while it waits, or once it ended."""
+        if (await self.ovs.run(run_id))["status"] == "cancelled":
+            return None
+        marked = await last_mark(self.ovs, run_id, MARK)
+        if marked is None:
+            return await self.run(prompt, run_id)
+        deferred = marked[MARK]
+        if deferred is None:
+            return None
+        operation = await self.ovs.find_operation(run_id=run_id, call_id=deferred["call"])
+        if operation is not None and operation["status"] == "proposed":
+            return None
+        return await self._query(self.resume_prompt, run_id, session_of(deferred))
+
     async def _resume(self, run_id: int) -> tuple[bool, ResultMessage | None]:
         """Whether the session was resumed, and its result if it ended. A cancelled
         run's agent never runs again."""
         if (await self.ovs.run(run_id))["status"] == "cancelled":
             return False, None
-        deferred = await self._deferred_call(run_id)  # None: resumed since
+        deferred = await self._deferred_call(run_id)  # None: ended since
         if not isinstance(deferred, dict):
             return False, None
-        session = str(uuid.UUID(deferred["session"]))  # a session id, not a CLI option
         operation = await self.ovs.find_operation(run_id=run_id, call_id=deferred["call"])
         if operation is None or operation["status"] == "proposed":
             return False, None
-        result = await self._query(self.resume_prompt, run_id, session)
-        # Named until it ran to its end: an agent stopped on the way resumes it again
-        # (the gate never allows a call twice). A call deferred meanwhile stays named.
-        if await self._deferred_call(run_id) == deferred:
-            await self.ovs.message(run_id, "The agent's session was resumed.", data={MARK: None})
-        return True, result
+        # Named until its query ends (or defers another call): an agent stopped on the
+        # way resumes it again, and the gate never allows a call twice.
+        return True, await self._query(self.resume_prompt, run_id, session_of(deferred))
 
     async def _query(self, prompt: str, run_id: int, session: str | None) -> ResultMessage | None:
         gate = OversightGate(self.ovs, run_id, self.actions, unsupervised=self.unsupervised)
@@ -86,8 +101,8 @@ class OversightAgent(RunResumer):
         if result is not None and result.deferred_tool_use is not None:
             await self._deferred(run_id, gate, result)
             return None
-        if result is not None and result.result:
-            await self.ovs.message(run_id, storable(result.result), kind="agent")
+        said = result.result if result is not None and result.result else ENDED
+        await self.ovs.message(run_id, storable(said), kind="agent", data={MARK: None})
         return result
 
     async def _deferred(self, run_id: int, gate: OversightGate, result: ResultMessage) -> None:
@@ -95,15 +110,20 @@ class OversightAgent(RunResumer):
         calls). The CLI defers one call per turn: the others of the turn it drops (they
         never run), so their proposals are withdrawn."""
         kept = result.deferred_tool_use.id
+        deferred = {"session": result.session_id, "call": kept}
+        if await self._deferred_call(run_id) != deferred:  # the hook named another
+            await self.ovs.message(run_id, WAITING, data={MARK: deferred})
         for call_id, op_id in gate.deferred.items():
             if call_id != kept:
                 with contextlib.suppress(Conflict):  # decided and ended meanwhile
                     await self.ovs.withdraw(op_id, DROPPED)
-        deferred = {"session": result.session_id, "call": kept}
-        if await self._deferred_call(run_id) != deferred:  # the hook named another
-            await self.ovs.message(run_id, WAITING, data={MARK: deferred})
 
     async def _deferred_call(self, run_id: int) -> Any:
         """The session and call the run waits for, as its messages last named them
         (None: resumed since)."""
         return ((await last_mark(self.ovs, run_id, MARK)) or {}).get(MARK)
+
+
+def session_of(deferred: dict) -> str:
+    """The stored session id, only as a UUID: never a CLI option."""
+    return str(uuid.UUID(deferred["session"]))

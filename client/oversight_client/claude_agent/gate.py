@@ -15,7 +15,6 @@ again, and the server alerts a person once its lease has lapsed; a call that fai
 and alerted at once."""
 
 import functools
-import json
 import logging
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -31,19 +30,24 @@ from claude_agent_sdk import (
 
 from oversight_client.aio import AsyncOversight
 from oversight_client.errors import (
+    Conflict,
     InvalidRequest,
     OperationEnded,
+    OversightError,
     RunClosed,
     StaleState,
+    Unreachable,
     WaitTimedOut,
 )
+from oversight_client.follower import found_in
+from oversight_client.storable import storable, storable_value
 from oversight_client.told import as_text, edited, in_order, outcome
 from oversight_client.waits import operation_settled
 
 log = logging.getLogger(__name__)
 MARK = "claude_agent_deferred"  # the data key of the run's message naming a deferred call
 WAITING = "The agent's session waits for reviewers to decide on its call."
-OUTPUT_CHARS = 20_000  # a tool's output as reported, at most
+OUTPUT_BYTES = 16_000  # a tool's output as reported, at most (as JSON)
 MARGIN = 60  # seconds the waiting hook's CLI timeout allows beyond the wait itself
 UNMAPPED = "This tool is not allowed here: no Oversight action is configured for it."
 MADE_ALREADY = (
@@ -71,12 +75,6 @@ class Verdict:
     behavior: str
     input: dict | None = None
     reason: str = ""
-
-
-def fitted(output: Any) -> Any:
-    """A tool's output as reported: as it is, or cut to text under the server's limit."""
-    text = json.dumps(output, default=str)
-    return output if len(text) <= OUTPUT_CHARS else f"{text[: OUTPUT_CHARS - 1]}…"
 
 
 class OversightGate:
@@ -175,12 +173,20 @@ class OversightGate:
             return Verdict("deny", reason=f"This call was not made: {refused.detail}")
         except Exception as error:
             log.exception("call %s of run %s: Oversight could not decide", call_id, self.run_id)
+            if session is not None and found_in(error, Unreachable) is not None:
+                # The call does not run, and the session waits: the agent's follower
+                # hands the decision back until Oversight is in reach again.
+                return Verdict("defer")
             why = f"This call was not made: Oversight could not be asked ({type(error).__name__})."
             return Verdict("deny", reason=why)
 
     async def _decide(
         self, tool: str, action: Action, tool_input: dict, call_id: str, session: str | None
     ) -> Verdict:
+        if session is not None:
+            # Named before it is proposed: an agent stopped in between finds the
+            # session to resume (``OversightAgent.recover``), whose hook proposes again.
+            await self._name(session, call_id)
         operation = await self.ovs.propose(
             self.run_id,
             call_id,
@@ -190,10 +196,31 @@ class OversightGate:
             risk=action.risk,
             summary=(action.summary or f"{tool} call")[:300],
         )
+        try:
+            return await self._decided(tool, operation, tool_input, call_id, session)
+        except Exception:
+            waiting = operation["status"] == "proposed" and call_id not in self._claimed
+            if session is None and waiting:  # nobody will make it: not for reviewers
+                await self._withdraw(operation["id"])
+            raise
+
+    async def _name(self, session: str, call_id: str) -> None:
+        deferred = {"session": session, "call": call_id}
+        await self.ovs.message(self.run_id, WAITING, data={MARK: deferred})
+
+    async def _withdraw(self, op_id: int) -> None:
+        """Withdraw a proposal this gate gave up on, best effort: reviewers must not be
+        left to approve a call nobody will make."""
+        try:
+            await self.ovs.withdraw(op_id, "The agent gave up on this call.")
+        except (Conflict, OversightError) as error:  # decided or ended meanwhile, or away
+            log.warning("proposal %s could not be withdrawn: %s", op_id, error)
+
+    async def _decided(
+        self, tool: str, operation: dict, tool_input: dict, call_id: str, session: str | None
+    ) -> Verdict:
         if not operation_settled(operation):  # raises if it ended without the effect
             if session is not None:
-                deferred = {"session": session, "call": call_id}
-                await self.ovs.message(self.run_id, WAITING, data={MARK: deferred})
                 self.deferred[call_id] = operation["id"]
                 return Verdict("defer")
             operation = await self.ovs.wait(operation["id"], timeout=self.timeout)
@@ -218,7 +245,12 @@ class OversightGate:
             return {}
         op_id, epoch, proposed = claimed
         output = hook_input.get("tool_response")
-        await self.ovs.report(op_id, epoch, effect="applied", output=fitted(output))
+        try:
+            await self.ovs.report(
+                op_id, epoch, effect="applied", output=storable_value(output, OUTPUT_BYTES)
+            )
+        except OversightError as error:  # the lease lapses: a person is alerted
+            log.warning("call %s: its effect could not be reported: %s", op_id, error)
         approved = hook_input["tool_input"]
         if approved == proposed:
             return {}
@@ -233,7 +265,10 @@ class OversightGate:
         claimed = self._claimed.pop(tool_use_id or hook_input["tool_use_id"], None)
         if claimed is not None:
             op_id, epoch, _ = claimed
-            error = str(hook_input.get("error") or "the tool failed")[:4000]
-            await self.ovs.report(op_id, epoch, effect="uncertain", error=error)
-            await self.ovs.roll_back(op_id, epoch, "alert", f"{error}; a CLI tool has no undo")
+            error = storable(str(hook_input.get("error") or "the tool failed"), 4000)
+            try:
+                await self.ovs.report(op_id, epoch, effect="uncertain", error=error)
+                await self.ovs.roll_back(op_id, epoch, "alert", f"{error}; a CLI tool has no undo")
+            except OversightError as failed:  # the lease lapses: a person is alerted
+                log.warning("call %s: its failure could not be reported: %s", op_id, failed)
         return {}
