@@ -762,6 +762,7 @@ READS = [
     "audit-verify",
     "audit-evidence",
     "audit-artifact",
+    "numbers",
 ]
 MINE = ["preferences"]  # the signed-in person's own settings
 
@@ -792,6 +793,7 @@ def targets(story, approved, propose, session, project) -> dict[str, tuple[str, 
         "alert-acknowledge": {"pk": alert.pk},
         "alert-resolve": {"pk": alert.pk},
         "tokens": {"slug": project.slug},
+        "numbers": {"slug": project.slug},
         "token-revoke": {"slug": project.slug, "pk": token.pk},
         "operation": {"pk": pending.pk},
         "operation-outcome": {"pk": pending.pk},
