@@ -5,6 +5,8 @@ so a typo in a deployment stops the process at start-up instead of misbehaving l
 """
 
 import os
+import secrets
+import time
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -19,6 +21,39 @@ def env_str(name: str, default: str | None = None) -> str:
     if value is None:
         raise ImproperlyConfigured(f"{name} must be set")
     return value
+
+
+def local_secret(var_dir: Path) -> str:
+    """The installation's own secret key, made once and kept in ``var_dir`` (readable by
+    its owner only), so that the server and every command in every shell agree without
+    a key exported by hand. A production deployment sets OVERSIGHT_SECRET_KEY instead
+    (which wins): machines sharing a database must share the key."""
+    path = var_dir / "secret_key"
+    try:
+        var_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # made before, or by a command started at the same moment
+        return _read_secret(path)
+    except OSError as error:
+        raise ImproperlyConfigured(
+            f"OVERSIGHT_SECRET_KEY is not set and {path} cannot be created ({error.strerror})"
+        ) from None
+    with os.fdopen(fd, "w") as out:
+        out.write(secrets.token_urlsafe(48))
+        out.flush()
+        os.fsync(out.fileno())
+    return _read_secret(path)
+
+
+def _read_secret(path: Path) -> str:
+    for _ in range(50):  # another process may be writing it this very moment
+        key = path.read_text().strip()
+        if len(key) >= 32:
+            return key
+        time.sleep(0.01)
+    raise ImproperlyConfigured(
+        f"{path} must hold a secret key of at least 32 characters (or set OVERSIGHT_SECRET_KEY)"
+    )
 
 
 def env_bool(name: str, default: bool = False) -> bool:

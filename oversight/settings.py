@@ -12,6 +12,7 @@ from oversight.env import (
     env_int,
     env_list,
     env_str,
+    local_secret,
     sqlite_database,
 )
 from oversight.proxy import env_client_ip_header, env_ssl_header
@@ -20,8 +21,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("OVERSIGHT_VAR_DIR", str(BASE_DIR / "var")))
 
 DEBUG = env_bool("OVERSIGHT_DEBUG", default=False)
-SECRET_KEY = env_str("OVERSIGHT_SECRET_KEY", "insecure-development-key" if DEBUG else None)
-if not DEBUG and len(SECRET_KEY) < 32:
+SECRET_KEY = env_str("OVERSIGHT_SECRET_KEY", "") or local_secret(VAR_DIR)
+if len(SECRET_KEY) < 32:
     raise ImproperlyConfigured("OVERSIGHT_SECRET_KEY must be at least 32 characters")
 ALLOWED_HOSTS = env_list("OVERSIGHT_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("OVERSIGHT_CSRF_TRUSTED_ORIGINS")

@@ -115,6 +115,14 @@ FIXED_WORDS: list[tuple[type[BaseException], str]] = [
 ]
 
 
+def foreseen(error: BaseException) -> bool:
+    """Whether ``error`` is one a target is known to cause (an action's own words, a
+    timeout, a refused connection, a mail server's error…): logged without a traceback,
+    which would only say where Oversight noticed it."""
+    known = (*SAYS_WHY, *(kind for kind, _ in FIXED_WORDS))
+    return isinstance(error, known) or (isinstance(error, OSError) and bool(error.errno))
+
+
 def plain_reason(error: BaseException) -> str:
     """What went wrong, fit for an agent, an alert summary or an email: an action's own
     words, or else a description from a fixed vocabulary. The text of other exceptions

@@ -42,13 +42,13 @@ from django.conf import settings
 from django.db import transaction
 
 from runs.actions.base import (
-    SAYS_WHY,
     Context,
     Effect,
     NotApplied,
     NothingToRollBack,
     PreconditionFailed,
     TryLater,
+    foreseen,
     plain_reason,
 )
 from runs.actions.registry import get_action, parse_arguments
@@ -302,7 +302,7 @@ class Execution:
             during,
             type(error).__name__,
             error,
-            exc_info=None if isinstance(error, SAYS_WHY) else error,
+            exc_info=None if foreseen(error) else error,
         )
         return plain_reason(error)
 

@@ -28,6 +28,7 @@ from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
 from django.db.models import Q, QuerySet
 
+from runs.actions.base import foreseen, plain_reason
 from runs.clock import db_now
 from runs.context_processors import pending_for
 from runs.engine.deliveries import CLAIM_MARGIN
@@ -67,8 +68,12 @@ def _notify(user, now: datetime | None) -> bool:
             from_email=None,
             recipient_list=[user.email],
         )
-    except Exception:
-        log.exception("notifying %s failed; the same batch goes out next round", user)
+    except Exception as error:
+        again = "the same batch goes out next round"
+        if foreseen(error):  # the mail server refused or is away: no bug of ours
+            log.warning("notifying %s failed (%s); %s", user, plain_reason(error), again)
+        else:
+            log.exception("notifying %s failed; %s", user, again)
         held.update(notify_claimed_until=None)
         return False
     window = timedelta(minutes=settings.OVERSIGHT_NOTIFY_BATCH_MINUTES)

@@ -39,11 +39,13 @@ class Command(BaseCommand):
         # The children read this through settings: the agent's HTTP calls go to the target.
         allowed = [*settings.OVERSIGHT_HTTP_ALLOWED_HOSTS, target]
         os.environ["OVERSIGHT_HTTP_ALLOWED_HOSTS"] = ",".join(allowed)
+        # The links in reviewers' emails point where this demo serves.
+        os.environ["OVERSIGHT_BASE_URL"] = served_at(addr)
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
         self.stdout.write(f"database: {settings.DATABASES['default']['NAME']}")
         call_command("seed_demo", stdout=self.stdout)
-        self.stdout.write(self.style.SUCCESS(f"Oversight is running at http://{addr}/"))
+        self.stdout.write(self.style.SUCCESS(f"Oversight is running at {served_at(addr)}/"))
         self.stdout.write("Sign in with one of the users above. Press Ctrl-C to stop.")
         self.stdout.flush()
         os.environ["OVERSIGHT_AGENT_TOKEN"] = self._agent_token("demo-agent")
@@ -86,3 +88,12 @@ class Command(BaseCommand):
             AgentToken.objects.filter(pk=old.pk).update(name=f"{name}-{old.prefix}")
         _, plain = issue_token(project=project, name=name, owner_username=AGENT_OWNER)
         return plain
+
+
+def served_at(addr: str) -> str:
+    """The base URL of a server listening on ``addr`` (host:port), as a browser on this
+    machine reaches it: an address on every interface is reached at 127.0.0.1."""
+    host, _, port = addr.rpartition(":")
+    if host in ("", "0.0.0.0", "[::]"):
+        host = "127.0.0.1"
+    return f"http://{host}:{port}"

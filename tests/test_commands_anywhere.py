@@ -1,0 +1,120 @@
+"""The README's commands work in any shell, as written: with no OVERSIGHT_SECRET_KEY
+(or any other setting) exported, a local installation makes its secret once, keeps it
+in its var directory readable by its owner only, and every command after agrees with it;
+a bad setting stops a command with one line naming it, never a traceback. Each command
+of the README's Commands chapter (and the token command of its Agents chapter) runs in
+a subprocess against a fresh installation in a temporary var directory."""
+
+import os
+import re
+import shlex
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from runs.management.commands.demo import served_at
+from tests.processes import ROOT
+
+README = (ROOT / "README.md").read_text()
+COMMANDS = re.findall(r"^\.venv/bin/python manage\.py (.+?)(?:\s+#.*)?$", README, re.MULTILINE)
+pytestmark = pytest.mark.timeout(300)
+
+
+def clean(var_dir) -> dict[str, str]:
+    """This process's environment without any setting of Oversight's or Django's: only
+    where the installation lives (the README's default is the checkout's var/)."""
+    kept = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("OVERSIGHT_", "DJANGO_", "DATABASE_URL"))
+    }
+    return kept | {"OVERSIGHT_VAR_DIR": str(var_dir)}
+
+
+def manage(line: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "manage.py", *shlex.split(line)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def as_run(line: str, var_dir) -> str:
+    """A README command line made runnable: optional arguments dropped, example paths
+    in the temporary installation."""
+    line = re.sub(r"\s*\[[^]]*\]", "", line)
+    line = line.replace("var/backups/", f"{var_dir}/backups/")
+    return line.replace("bundle.zip", str(var_dir / "bundle.zip"))
+
+
+@pytest.fixture(scope="module")
+def installation(tmp_path_factory):
+    """A fresh installation with the demo's data, set up with nothing exported."""
+    var_dir = tmp_path_factory.mktemp("var")
+    env = clean(var_dir) | {"OVERSIGHT_DEMO_PASSWORD": "commands-anywhere-password"}
+    for setup in ("migrate --no-input", "seed_demo"):
+        done = manage(setup, env)
+        assert done.returncode == 0, done.stderr
+    return var_dir
+
+
+def test_the_secret_is_made_once_readable_by_its_owner_only(installation):
+    key = installation / "secret_key"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    made = key.read_text()
+    probe = "shell --no-imports -c 'from django.conf import settings; print(settings.SECRET_KEY)'"
+    done = manage(probe, clean(installation))
+    assert done.stdout.strip() == made.strip()
+    exported = clean(installation) | {"OVERSIGHT_SECRET_KEY": "x" * 40}
+    assert manage(probe, exported).stdout.strip() == "x" * 40  # the variable wins
+    assert key.read_text() == made
+
+
+def test_every_readme_command_runs_with_nothing_exported(installation):
+    assert len(COMMANDS) >= 12, COMMANDS
+    env = clean(installation)
+    (installation / "backups").mkdir(exist_ok=True)
+    ran = []
+    for line in COMMANDS:
+        if line.startswith(("runworker", "verify_evidence")) and "--once" not in line:
+            continue  # runs until SIGTERM; needs a downloaded bundle (tested elsewhere)
+        done = manage(as_run(line, installation), env)
+        assert done.returncode == 0, f"{line}: {done.stderr[-2000:]}"
+        assert "Traceback" not in done.stderr, line
+        ran.append(line.split()[0])
+    assert {"runworker", "check_invariants", "create_agent_token", "restore"} <= set(ran)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "said"),
+    [
+        ("OVERSIGHT_DEBUG", "maybe", "error: OVERSIGHT_DEBUG must be true or false, not 'maybe'"),
+        (
+            "OVERSIGHT_SECRET_KEY",
+            "short",
+            "error: OVERSIGHT_SECRET_KEY must be at least 32 characters",
+        ),
+    ],
+)
+def test_a_bad_setting_stops_a_command_with_one_line(installation, name, value, said):
+    done = manage("check_invariants", clean(installation) | {name: value})
+    assert done.returncode == 1
+    assert done.stderr == f"{said}\n"
+
+
+@pytest.mark.parametrize(
+    ("addr", "base"),
+    [
+        ("127.0.0.1:8100", "http://127.0.0.1:8100"),
+        ("0.0.0.0:8000", "http://127.0.0.1:8000"),
+        ("8200", "http://127.0.0.1:8200"),
+        ("oversight.lan:8300", "http://oversight.lan:8300"),
+    ],
+)
+def test_the_demo_s_links_point_where_it_serves(addr, base):
+    assert served_at(addr) == base
