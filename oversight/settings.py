@@ -273,6 +273,10 @@ OVERSIGHT_MAX_ATTEMPTS = env_int("OVERSIGHT_MAX_ATTEMPTS", 3, minimum=1)
 OVERSIGHT_REVIEW_SLA_MINUTES = env_int("OVERSIGHT_REVIEW_SLA_MINUTES", 30, minimum=1)
 # Where people reach this Oversight (for links in emails).
 OVERSIGHT_BASE_URL = env_str("OVERSIGHT_BASE_URL", "http://127.0.0.1:8000")
+# /healthz: a worker's heartbeat (written each minute) older than this is not alive; more
+# alert deliveries pending than this is a backlog.
+OVERSIGHT_HEALTH_WORKER_SECONDS = env_int("OVERSIGHT_HEALTH_WORKER_SECONDS", 180, minimum=60)
+OVERSIGHT_HEALTH_DELIVERY_BACKLOG = env_int("OVERSIGHT_HEALTH_DELIVERY_BACKLOG", 100, minimum=0)
 # Reviewers get at most one email per this many minutes about new pending operations.
 OVERSIGHT_NOTIFY_BATCH_MINUTES = env_int("OVERSIGHT_NOTIFY_BATCH_MINUTES", 5, minimum=1)
 # Message payloads of finished runs older than this are redacted by the

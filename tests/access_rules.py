@@ -113,7 +113,8 @@ REQUEST = {"pk": "request"}  # A human request of A1's run, already answered.
 
 PAGES: dict[str, Page] = {
     "": Page(SIGNED_IN),
-    "healthz": Page(PUBLIC),
+    # Public, the same answer for everyone: 503 here, the dataset has no worker alive.
+    "healthz": Page(page_rule(503, anonymous=503)),
     "account/": Page(SIGNED_IN, post=page_rule(400)),
     # The queue of the projects where one is a reviewer: only B's for B's reviewer.
     "approvals/": Page(page_rule(403, **{A_REVIEWER: 200, B_REVIEWER: 200})),

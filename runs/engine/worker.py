@@ -22,6 +22,7 @@ from runs.engine.lease import LeaseLost
 from runs.engine.notifications import notify_reviewers
 from runs.engine.sweeper import sweep_agent_operations
 from runs.errors import StaleVersion
+from runs.models import WorkerHeartbeat
 from runs.services.decisions import expire_due_operations
 from runs.services.requests import expire_due_requests
 
@@ -67,6 +68,7 @@ class Worker:
             did_work |= deliver_due(now) > 0
             if time.monotonic() >= self.next_housekeeping:
                 self.next_housekeeping = time.monotonic() + HOUSEKEEPING_EVERY_SECONDS
+                self.beat(now)
                 notify_reviewers()
                 clear_leftovers()
                 purge_expired(now)
@@ -74,6 +76,13 @@ class Worker:
             log.exception("worker %s: housekeeping failed", self.name)
             return False
         return did_work
+
+    def beat(self, now) -> None:
+        """Say this worker is alive (``/healthz`` reads it)."""
+        WorkerHeartbeat.objects.update_or_create(
+            name=self.name,
+            defaults={"host": socket.gethostname(), "pid": os.getpid(), "seen_at": now},
+        )
 
     def drain(self) -> None:
         """Work until nothing is ready (``runworker --once``)."""

@@ -11,6 +11,7 @@ from runs.models.replays import ApiReplay
 from runs.models.requests import HumanRequest
 from runs.models.runs import Message, Run, Session
 from runs.models.tokens import AgentToken
+from runs.models.workers import WorkerHeartbeat
 
 __all__ = [
     "Account",
@@ -35,4 +36,5 @@ __all__ = [
     "Run",
     "SentEmail",
     "Session",
+    "WorkerHeartbeat",
 ]

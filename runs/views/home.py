@@ -8,6 +8,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from runs import machines
 from runs.forms import PasswordChangeForm, PreferencesForm
+from runs.health import health
 from runs.middleware import remember
 from runs.models import Operation, Preferences, Run
 from runs.permissions import projects_with_perm
@@ -51,7 +52,10 @@ def preferences(request: HttpRequest) -> HttpResponse:
 @login_not_required
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    return JsonResponse({"ok": True})
+    """Unauthenticated, for load balancers and monitors: 200 when healthy, else 503,
+    with each check's result (see ``runs.health``)."""
+    answer = health()
+    return JsonResponse(answer, status=200 if answer["ok"] else 503)
 
 
 class PasswordChange(auth_views.PasswordChangeView):
