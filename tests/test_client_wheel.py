@@ -19,7 +19,7 @@ from playwright.sync_api import expect, sync_playwright
 from runs.models import AgentToken, Operation, Session
 from tests.browser.conftest import CHROMIUM, LAUNCH_ARGS, SKIP_REASON, sign_in
 from tests.helpers import decide_on
-from tests.processes import ROOT
+from tests.processes import ROOT, eventually
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -147,7 +147,8 @@ def test_an_agent_from_the_wheel_asks_reads_its_feed_and_survives_a_kill(
         browser.close()
 
     assert said(first, "feed") == "answered savings"
-    op = Operation.objects.get(call_id="pay-1")
+    # The agent proposes just after it says so.
+    op = eventually(Operation.objects.filter(call_id="pay-1").first, "the proposal", first)
     assert op.summary == "Pay the supplier from the chosen account."
     decide_on(op, reviewer)
     assert first.wait(timeout=30) == -signal.SIGKILL
