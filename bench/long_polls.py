@@ -1,13 +1,15 @@
 """Many waiting agents and one reviewer: do the reviewers' pages still answer?
 
-Starts Oversight (``manage.py runserver``, the demo's server) on a throwaway database,
-then --waits agents long-poll one operation at once (``GET /operations/{id}?wait=N``,
-each with its own token) while a signed-in reviewer loads ``/approvals/`` again and
-again. Prints how the waits were answered (200 after waiting, 429 at once beyond the
-caps OVERSIGHT_API_MAX_WAITS_PER_TOKEN / OVERSIGHT_API_MAX_WAITS) and how long the
+Starts Oversight on a throwaway database under --server: ``serve`` (the production
+server, gunicorn's threaded workers: bin/serve), ``runserver`` (the demo's) or
+``gunicorn-sync`` (gunicorn's default sync workers, for comparison). Then --waits
+agents long-poll one operation at once (``GET /operations/{id}?wait=N``, each with its
+own token) while a signed-in reviewer loads ``/approvals/`` again and again. Prints how
+the waits were answered (200 after waiting, 429 at once beyond the caps
+OVERSIGHT_API_MAX_WAITS_PER_TOKEN / OVERSIGHT_API_MAX_WAITS) and how long the
 reviewer's page took meanwhile.
 
-    .venv/bin/python bench/long_polls.py [--waits 400] [--wait-seconds 20]
+    .venv/bin/python bench/long_polls.py [--server serve] [--waits 400] [--wait-seconds 20]
 """
 
 import argparse
@@ -28,7 +30,9 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("OVERSIGHT_VAR_DIR", tempfile.mkdtemp(prefix="oversight-bench-"))
 os.environ.setdefault("OVERSIGHT_SECRET_KEY", "bench-only-secret-key-0123456789abcdef")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oversight.settings")
-os.environ["OVERSIGHT_DEBUG"] = "true"  # runserver serves plain HTTP: no HTTPS redirect.
+# Production settings, but plain HTTP on loopback (no proxy in front).
+os.environ["OVERSIGHT_DEBUG"] = "false"
+os.environ["OVERSIGHT_SSL_REDIRECT"] = "false"
 
 import django  # noqa: E402
 
@@ -78,6 +82,24 @@ def stage(tokens: int) -> tuple[list[tuple[str, int]], str]:
     return waiting, client.cookies[settings.SESSION_COOKIE_NAME].value
 
 
+def server_command(server: str, port: int) -> list[str]:
+    bind = f"127.0.0.1:{port}"
+    return {
+        "serve": [sys.executable, "manage.py", "serve", "--bind", bind],
+        "runserver": [sys.executable, "manage.py", "runserver", "--noreload", bind],
+        "gunicorn-sync": [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "-w",
+            "2",
+            "-b",
+            bind,
+            "oversight.wsgi",
+        ],
+    }[server]
+
+
 def free_port() -> int:
     with socket.create_server(("127.0.0.1", 0)) as spare:
         return spare.getsockname()[1]
@@ -100,14 +122,18 @@ def get(url: str, headers: dict, timeout: float) -> tuple[int, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument(
+        "--server", choices=["serve", "runserver", "gunicorn-sync"], default="serve"
+    )
     parser.add_argument("--waits", type=int, default=400)
     parser.add_argument("--wait-seconds", type=int, default=20)
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
+    call_command("collectstatic", interactive=False, verbosity=0)
     waiting, cookie = stage(max(1, args.waits // 4))
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"],
+        server_command(args.server, port),
         cwd=ROOT,
         env=os.environ.copy(),
         stdout=subprocess.DEVNULL,
@@ -138,7 +164,7 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait()
-    print(f"database: {django.db.connection.vendor}")
+    print(f"server: {args.server}, database: {django.db.connection.vendor}")
     print(
         f"{args.waits} waits of {args.wait_seconds} s by {len(waiting)} tokens "
         f"(caps: {settings.OVERSIGHT_API_MAX_WAITS_PER_TOKEN} per token, "

@@ -297,6 +297,12 @@ OVERSIGHT_API_MAX_PAGE = env_int("OVERSIGHT_API_MAX_PAGE", 500, minimum=1)
 # at once (workers x threads), so that the reviewers' pages always find one free.
 OVERSIGHT_API_MAX_WAITS_PER_TOKEN = env_int("OVERSIGHT_API_MAX_WAITS_PER_TOKEN", 8, minimum=1)
 OVERSIGHT_API_MAX_WAITS = env_int("OVERSIGHT_API_MAX_WAITS", 32, minimum=1)
+# The production server (manage.py serve, bin/serve): where it listens, and its processes
+# and threads (a long-poll holds a thread; the command refuses fewer threads in all than
+# the waits allowed, plus some for pages).
+OVERSIGHT_BIND = env_str("OVERSIGHT_BIND", "127.0.0.1:8000")
+OVERSIGHT_WEB_PROCESSES = env_int("OVERSIGHT_WEB_PROCESSES", 2, minimum=1)
+OVERSIGHT_WEB_THREADS = env_int("OVERSIGHT_WEB_THREADS", 24, minimum=1)
 # A stored answer to an Idempotency-Key is replayed for this long; a retry sent later
 # runs as a new request. At least the client's whole retry window (minutes).
 OVERSIGHT_API_REPLAY_TTL = timedelta(

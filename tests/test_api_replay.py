@@ -23,7 +23,7 @@ from runs.engine.worker import Worker
 from runs.models import AgentToken, ApiReplay, Artifact, Operation, Session
 from tests.api_helpers import PREFIX, Api, agent_proposal, artifact_body, problem, proposal
 from tests.helpers import decide_on, stored
-from tests.processes import ROOT, child_env, spawn
+from tests.processes import ROOT, child_env, free_port, spawn
 
 pytest_plugins = ["tests.api_helpers"]
 
@@ -195,12 +195,6 @@ def test_a_server_error_after_the_writes_leaves_nothing_and_the_retry_runs_once(
     assert (again.status_code, again.json()["seq"]) == (201, 1)
     assert "Idempotent-Replayed" not in again
     assert list(run.messages.values_list("seq", flat=True)) == [1]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def listening(process: subprocess.Popen, port: int) -> None:

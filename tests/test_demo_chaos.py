@@ -5,7 +5,6 @@ invariant holds and no effect fired twice."""
 import contextlib
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ from runs.errors import OversightError
 from runs.models import Operation, Project
 from runs.services.decisions import decide
 from runs.services.tokens import issue_token
-from tests.processes import ROOT, child_env, manage
+from tests.processes import ROOT, child_env, free_port, manage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,12 +31,6 @@ def start(*args: str, **env: str) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def api_url(server: subprocess.Popen) -> str:

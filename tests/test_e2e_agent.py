@@ -5,7 +5,6 @@ effect fired and before it was reported — and restarted: it resumes the same r
 never proposes again and never repeats an effect."""
 
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,15 +17,9 @@ from runs.models import Operation
 from runs.services.decisions import decide, expire_if_due
 from runs.services.runs import cancel_run
 from runs.services.tokens import issue_token
-from tests.processes import ROOT, child_env
+from tests.processes import ROOT, child_env, free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Agent:

@@ -1,0 +1,183 @@
+"""The production deployment as the README gives it: the Procfile's web and worker lines
+start on loopback with production settings behind a (simulated) TLS proxy, a person
+signs in, static files come from WhiteNoise, /healthz turns healthy once the worker
+beats; the systemd units name commands and options that exist."""
+
+import http.client
+import re
+import shlex
+import signal
+import subprocess
+import time
+from http.cookies import SimpleCookie
+from pathlib import Path
+
+import pytest
+from django.core.management import get_commands, load_command_class
+
+from tests.processes import ROOT, free_port
+from tests.test_commands_anywhere import clean, manage
+
+pytestmark = pytest.mark.timeout(180)
+PASSWORD = "production-server-password"
+PROCFILE = dict(
+    line.split(":", 1) for line in (ROOT / "Procfile").read_text().splitlines() if ":" in line
+)
+UNITS = ROOT / "deploy" / "systemd"
+
+
+class Browser:
+    """A browser behind the TLS proxy: every request says it came over HTTPS, and the
+    cookies set (HTTPS-only ones included) are sent back."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.cookies = SimpleCookie()
+
+    def request(self, method: str, path: str, body: str = "", proxied: bool = True):
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        headers = {"Cookie": "; ".join(f"{k}={m.value}" for k, m in self.cookies.items())}
+        if proxied:
+            headers["X-Forwarded-Proto"] = "https"
+        if method == "POST":
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+            headers["Origin"] = f"https://127.0.0.1:{self.port}"
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        text = response.read().decode()
+        for cookie in response.headers.get_all("Set-Cookie") or []:
+            self.cookies.load(cookie)
+        connection.close()
+        return response, text
+
+
+def start(name: str, env: dict[str, str]) -> subprocess.Popen:
+    """The Procfile's ``name`` line, as a process manager would start it."""
+    return subprocess.Popen(
+        ["bash", "-c", f"exec {PROCFILE[name].strip()}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def healthz(browser: Browser, until: int, process: subprocess.Popen, seconds: float = 60):
+    deadline = time.monotonic() + seconds
+    while True:
+        assert process.poll() is None, process.stdout.read()
+        try:
+            response, text = browser.request("GET", "/healthz", proxied=False)
+            if response.status == until:
+                return text
+        except OSError:
+            pass  # not listening yet
+        assert time.monotonic() < deadline, f"/healthz never answered {until}"
+        time.sleep(0.2)
+
+
+def stop(process: subprocess.Popen) -> int:
+    process.send_signal(signal.SIGTERM)
+    return process.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    """A fresh production installation on SQLite: migrated, with the demo's people."""
+    var_dir = tmp_path_factory.mktemp("var")
+    env = clean(var_dir) | {
+        "OVERSIGHT_DEMO_PASSWORD": PASSWORD,
+        "OVERSIGHT_PROXY_SSL_HEADER": "X-Forwarded-Proto=https",
+    }
+    for setup in ("migrate --no-input", "seed_demo"):
+        done = manage(setup, env)
+        assert done.returncode == 0, done.stderr
+    return env
+
+
+def test_the_procfile_serves_signed_in_pages_and_turns_healthy_with_its_worker(deployment):
+    port = free_port()
+    browser = Browser(port)
+    web = start("web", deployment | {"OVERSIGHT_BIND": f"127.0.0.1:{port}"})
+    worker = None
+    try:
+        assert '"workers": {"ok": false' in healthz(browser, 503, web)
+        worker = start("worker", deployment)
+        assert '"ok": true' in healthz(browser, 200, web)
+
+        plain, _ = browser.request("GET", "/accounts/login/", proxied=False)
+        assert plain.status == 301
+        assert plain.headers["Location"] == f"https://127.0.0.1:{port}/accounts/login/"
+
+        page, form = browser.request("GET", "/accounts/login/")
+        assert page.status == 200
+        assert page.headers["Strict-Transport-Security"].startswith("max-age=")
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form)[1]
+        signed_in, _ = browser.request(
+            "POST",
+            "/accounts/login/",
+            f"csrfmiddlewaretoken={token}&username=reviewer&password={PASSWORD}",
+        )
+        assert signed_in.status == 302, "the right password signs in"
+        assert browser.cookies["sessionid"]["secure"]
+
+        home, html = browser.request("GET", signed_in.headers["Location"])
+        assert home.status == 200
+        assert "reviewer" in html
+        stylesheet = re.search(r'href="(/static/oversight\.[0-9a-f]{12}\.css)"', html)[1]
+        css, _ = browser.request("GET", stylesheet)
+        assert css.status == 200
+        assert "immutable" in css.headers["Cache-Control"]
+    finally:
+        assert stop(web) == 0
+        if worker is not None:
+            assert stop(worker) == 0
+
+
+def test_the_server_refuses_fewer_threads_than_waits_need(deployment):
+    done = manage("serve --processes 1 --threads 8", deployment)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "CommandError: 1 processes x 8 threads is fewer than the 40 needed: "
+        "OVERSIGHT_API_MAX_WAITS (32) long-polls plus 8 for pages"
+    ]
+
+
+def exec_lines(unit: Path) -> list[list[str]]:
+    return [
+        shlex.split(line.split("=", 1)[1].replace("/opt/oversight", str(ROOT)))
+        for line in unit.read_text().splitlines()
+        if line.startswith("ExecStart=")
+    ]
+
+
+@pytest.mark.parametrize("unit", sorted(UNITS.glob("*.service")), ids=lambda unit: unit.name)
+def test_each_unit_runs_commands_and_options_that_exist(unit):
+    lines = exec_lines(unit)
+    assert lines
+    for line in lines:
+        if line[0].endswith("/bin/serve"):
+            assert Path(line[0]).is_file()
+            continue
+        assert line[1] == "manage.py", line
+        command = load_command_class(get_commands()[line[2]], line[2])
+        args = [arg.replace("%H", "host").replace("%i", "1") for arg in line[3:]]
+        command.create_parser("manage.py", line[2]).parse_args(args)  # exits on a bad option
+
+
+@pytest.mark.skipif(
+    subprocess.run(["which", "systemd-analyze"], capture_output=True).returncode,
+    reason="systemd-analyze is not installed",
+)
+def test_systemd_finds_nothing_wrong_in_the_units(tmp_path):
+    for unit in UNITS.iterdir():
+        (tmp_path / unit.name).write_text(unit.read_text().replace("/opt/oversight", str(ROOT)))
+    names = ["oversight-web.service", "oversight-worker@1.service", "oversight-daily.timer"]
+    done = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", *(f"./{name}" for name in names)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
