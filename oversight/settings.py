@@ -316,9 +316,23 @@ OVERSIGHT_ALERT_EMAILS = env_list("OVERSIGHT_ALERT_EMAILS")
 OVERSIGHT_ALERT_WEBHOOK_URL = env_str("OVERSIGHT_ALERT_WEBHOOK_URL", "")
 OVERSIGHT_ALERT_MAX_ATTEMPTS = env_int("OVERSIGHT_ALERT_MAX_ATTEMPTS", 8, minimum=1)
 
+# The server log, on standard error: text, or one JSON object per line (runs/logs.py).
+OVERSIGHT_LOG_FORMAT = env_str("OVERSIGHT_LOG_FORMAT", "text")
+if OVERSIGHT_LOG_FORMAT not in {"text", "json"}:
+    raise ImproperlyConfigured(
+        f"OVERSIGHT_LOG_FORMAT must be text or json, not {OVERSIGHT_LOG_FORMAT!r}"
+    )
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"context": {"()": "runs.logs.Context"}},
+    "formatters": {"json": {"()": "runs.logs.JsonFormatter"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["context"],
+            **({"formatter": "json"} if OVERSIGHT_LOG_FORMAT == "json" else {}),
+        }
+    },
     "root": {"handlers": ["console"], "level": env_str("OVERSIGHT_LOG_LEVEL", "INFO")},
 }

@@ -13,6 +13,7 @@ Every change here (runs, operations, human requests, alerts), in one short trans
 Callers pass the instance they hold; it is refreshed in place on success.
 """
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -37,6 +38,8 @@ from runs.models import (
     Run,
     Session,
 )
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -291,7 +294,25 @@ def _append(
         for ref in artifacts
     )
     _feed(run, checkpoint)
+    transaction.on_commit(lambda: _logged(checkpoint))
     return checkpoint
+
+
+def _logged(checkpoint: Checkpoint) -> None:
+    """A line in the server log for each state change committed: ids, the event and the
+    statuses (never the reason, the state or any argument: they are the run's data)."""
+    log.info(
+        "%s: %s -> %s",
+        checkpoint.event,
+        checkpoint.from_status,
+        checkpoint.to_status,
+        extra={
+            "run_id": checkpoint.run_id,
+            "operation_id": checkpoint.operation_id,
+            "checkpoint_id": checkpoint.pk,
+            "event": checkpoint.event,
+        },
+    )
 
 
 def _feed(run: Run, checkpoint: Checkpoint) -> None:

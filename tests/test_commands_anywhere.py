@@ -99,6 +99,11 @@ def test_every_readme_command_runs_with_nothing_exported(installation):
             "short",
             "error: OVERSIGHT_SECRET_KEY must be at least 32 characters",
         ),
+        (
+            "OVERSIGHT_LOG_FORMAT",
+            "xml",
+            "error: OVERSIGHT_LOG_FORMAT must be text or json, not 'xml'",
+        ),
     ],
 )
 def test_a_bad_setting_stops_a_command_with_one_line(installation, name, value, said):

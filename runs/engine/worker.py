@@ -22,6 +22,7 @@ from runs.engine.lease import LeaseLost
 from runs.engine.notifications import notify_reviewers
 from runs.engine.sweeper import sweep_agent_operations
 from runs.errors import StaleVersion
+from runs.logs import about
 from runs.models import WorkerHeartbeat
 from runs.services.decisions import expire_due_operations
 from runs.services.requests import expire_due_requests
@@ -44,15 +45,17 @@ class Worker:
         if operation is None:
             return did_work
         reach(CLAIMED, operation)
-        try:
-            Execution(operation, self.name, self.lease).run()
-        except (LeaseLost, StaleVersion) as lost:
-            # Our lease lapsed or was taken over: the new holder owns the operation now.
-            log.warning("%s lost operation %s: %s", self.name, operation.pk, lost)
-        except Exception:
-            # Not even the failure could be recorded (the database went away?): the
-            # lease lapses and a later attempt resumes; the worker goes on.
-            log.exception("%s: operation %s", self.name, operation.pk)
+        arguments = [operation.arguments, operation.proposed_arguments]
+        with about(run_id=operation.run_id, operation_id=operation.pk, arguments=arguments):
+            try:
+                Execution(operation, self.name, self.lease).run()
+            except (LeaseLost, StaleVersion) as lost:
+                # Our lease lapsed or was taken over: the new holder owns the operation now.
+                log.warning("%s lost operation %s: %s", self.name, operation.pk, lost)
+            except Exception:
+                # Not even the failure could be recorded (the database went away?): the
+                # lease lapses and a later attempt resumes; the worker goes on.
+                log.exception("%s: operation %s", self.name, operation.pk)
         return True
 
     def housekeeping(self) -> bool:

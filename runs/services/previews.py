@@ -8,6 +8,7 @@ from runs.actions.base import Context, plain_reason
 from runs.actions.registry import get_action, parse_arguments
 from runs.canonical import canonical_json, json_hash
 from runs.errors import PreviewChanged
+from runs.logs import about
 from runs.models import Artifact, Operation
 from runs.services.artifacts import read_artifact, store_artifact
 from runs.transitions import ArtifactRef
@@ -26,7 +27,10 @@ def preview_of(operation: Operation) -> dict | None:
     try:
         shown = action.preview(parse_arguments(action, operation.arguments), Context(operation))
     except Exception as error:
-        log.warning("operation %s: no preview: %r", operation.pk, error)
+        with about(
+            run_id=operation.run_id, operation_id=operation.pk, arguments=operation.arguments
+        ):
+            log.warning("operation %s: no preview: %r", operation.pk, error)
         return {"kind": "unavailable", "why": plain_reason(error)}
     return shown.as_json() if shown is not None else None
 
