@@ -199,13 +199,15 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env_bool("OVERSIGHT_SECURE_COOKIES", default=not DEBUG)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 
-# HTTPS. Unless in debug, plain-HTTP requests are redirected (except /healthz, for load
-# balancers) and browsers are told to use HTTPS only, for a year by default. Behind a
+# HTTPS. Unless in debug, plain-HTTP requests are redirected and browsers are told to use
+# HTTPS only, for a year by default. Not redirected: /healthz, for load balancers, and
+# /metrics, for a Prometheus inside the network (its bearer token then crosses that
+# network in clear: scrape over HTTPS where the network is not trusted). Behind a
 # TLS-terminating proxy, name the header it sets, e.g. X-Forwarded-Proto=https: only a
 # proxy that overwrites that header may be trusted with it.
 SECURE_PROXY_SSL_HEADER = env_ssl_header("OVERSIGHT_PROXY_SSL_HEADER")
 SECURE_SSL_REDIRECT = env_bool("OVERSIGHT_SSL_REDIRECT", default=not DEBUG)
-SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
 SECURE_HSTS_SECONDS = env_int("OVERSIGHT_HSTS_SECONDS", 0 if DEBUG else 365 * 24 * 3600, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("OVERSIGHT_HSTS_INCLUDE_SUBDOMAINS", default=True)
 SECURE_HSTS_PRELOAD = env_bool("OVERSIGHT_HSTS_PRELOAD", default=False)
@@ -277,6 +279,11 @@ OVERSIGHT_BASE_URL = env_str("OVERSIGHT_BASE_URL", "http://127.0.0.1:8000")
 # alert deliveries pending than this is a backlog.
 OVERSIGHT_HEALTH_WORKER_SECONDS = env_int("OVERSIGHT_HEALTH_WORKER_SECONDS", 180, minimum=60)
 OVERSIGHT_HEALTH_DELIVERY_BACKLOG = env_int("OVERSIGHT_HEALTH_DELIVERY_BACKLOG", 100, minimum=0)
+# /metrics answers Prometheus only when it sends this as a bearer token; unset, there is
+# no /metrics (404). Long and random: it is all that guards the numbers.
+OVERSIGHT_METRICS_TOKEN = env_str("OVERSIGHT_METRICS_TOKEN", "").strip()
+if OVERSIGHT_METRICS_TOKEN and len(OVERSIGHT_METRICS_TOKEN) < 32:
+    raise ImproperlyConfigured("OVERSIGHT_METRICS_TOKEN must be at least 32 characters")
 # Reviewers get at most one email per this many minutes about new pending operations.
 OVERSIGHT_NOTIFY_BATCH_MINUTES = env_int("OVERSIGHT_NOTIFY_BATCH_MINUTES", 5, minimum=1)
 # Message payloads of finished runs older than this are redacted by the

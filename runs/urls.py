@@ -5,6 +5,7 @@ from runs.views import alerts, approvals, audit, home, numbers, operations, requ
 urlpatterns = [
     path("", home.home, name="home"),
     path("healthz", home.healthz, name="healthz"),
+    path("metrics", home.metrics, name="metrics"),
     path("account/", home.preferences, name="preferences"),
     path("approvals/", approvals.queue, name="approvals"),
     path("operations/<int:pk>/", operations.detail, name="operation"),

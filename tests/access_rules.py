@@ -115,6 +115,9 @@ PAGES: dict[str, Page] = {
     "": Page(SIGNED_IN),
     # Public, the same answer for everyone: 503 here, the dataset has no worker alive.
     "healthz": Page(page_rule(503, anonymous=503)),
+    # Prometheus' page: only its own bearer token opens it (set for the matrix); a
+    # person's session or an agent's token is no one there.
+    "metrics": Page(page_rule(401, anonymous=401)),
     "account/": Page(SIGNED_IN, post=page_rule(400)),
     # The queue of the projects where one is a reviewer: only B's for B's reviewer.
     "approvals/": Page(page_rule(403, **{A_REVIEWER: 200, B_REVIEWER: 200})),

@@ -48,6 +48,7 @@ from tests.helpers import decide_on, stored
 # In A1's goal, arguments, messages and artifact: no answer to anyone outside A may show it.
 MARKER = "alpha-secret-7f3c"
 CSRF_SECRET = "m" * 32  # A CSRF cookie; the same value in X-CSRFToken passes the check.
+METRICS_TOKEN = "p" * 40  # Set, so that /metrics exists; no caller of the matrix sends it.
 
 ADMIN_MODELS = {model._meta.label_lower for model in admin.site._registry}
 API_ROOT = reverse("api:api-root").lstrip("/")
@@ -225,7 +226,9 @@ def world(django_db_setup, django_db_blocker, tmp_path_factory):
     with (
         django_db_blocker.unblock(),
         override_settings(
-            OVERSIGHT_WORKSPACE=storage / "workspace", OVERSIGHT_ARTIFACT_ROOT=storage / "artifacts"
+            OVERSIGHT_WORKSPACE=storage / "workspace",
+            OVERSIGHT_ARTIFACT_ROOT=storage / "artifacts",
+            OVERSIGHT_METRICS_TOKEN=METRICS_TOKEN,
         ),
         transaction.atomic(),
     ):

@@ -22,6 +22,8 @@ from runs.models import Operation, Run
 from runs.transitions import transition_operation
 
 CANDIDATES = 20
+# The checkpoint event of a claim that takes over an expired lease (/metrics counts them).
+TAKEN_OVER = "operation.lease_taken_over"
 # In flight or rolling back: held under a lease, and claimed again where it stands once
 # the lease expired.
 LEASED = (Operation.Status.IN_FLIGHT, Operation.Status.VERIFY_FAILED)
@@ -53,7 +55,7 @@ def take_lease(
     transition_operation(
         operation=operation,
         to=operation.status if takeover else Operation.Status.IN_FLIGHT,
-        event="operation.lease_taken_over" if takeover else "operation.status",
+        event=TAKEN_OVER if takeover else "operation.status",
         actor=actor,
         reason=reason,
         changes={

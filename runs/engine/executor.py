@@ -34,6 +34,7 @@ forever.
 """
 
 import logging
+import time
 from contextlib import nullcontext
 from datetime import timedelta
 from typing import Any
@@ -79,6 +80,9 @@ class Execution:
         self.ctx = Context(operation=operation, intent=operation.intent or {}, lease=self.lease)
         # An earlier attempt recorded its intent, and its effect may still land.
         self.earlier_may_fire = False
+        # How long this attempt's effect and verification took (ms), recorded with the
+        # result: the histograms of /metrics.
+        self.timings: dict[str, int] = {}
 
     def run(self) -> None:
         """Drive the operation as far as this worker can; never raises for the
@@ -150,6 +154,7 @@ class Execution:
             return self._fire_in_database()
         self.lease.confirm()
         output, refusal, error = None, "", ""
+        started = time.monotonic()
         try:
             output = self.action.execute(self.args, self.key, self.ctx)
         except NotApplied as exc:
@@ -158,6 +163,7 @@ class Execution:
             raise  # Nothing fired: retried by a later attempt, if one is still due.
         except Exception as exc:  # The effect may still have happened: verify decides.
             error = self._explain(exc, "execute")
+        self.timings["execution_ms"] = _ms_since(started)
         reach(EXECUTED, self.op)
         effect = self._verify()
         reach(VERIFIED, self.op)
@@ -170,11 +176,13 @@ class Execution:
         with transaction.atomic():
             self.lease.confirm()
             output, refusal = None, ""
+            started = time.monotonic()
             try:
                 with transaction.atomic():
                     output = self.action.execute(self.args, self.key, self.ctx)
             except NotApplied as exc:
                 refusal = str(exc)
+            self.timings["execution_ms"] = _ms_since(started)
             reach(EXECUTED, self.op)
             effect = Effect.ABSENT if refusal else self._verify()
             reach(VERIFIED, self.op)
@@ -203,7 +211,11 @@ class Execution:
         return self.op.status
 
     def _verify(self) -> Effect:
-        return Effect.of(self.action.verify(self.args, self.key, self.ctx))
+        started = time.monotonic()
+        try:
+            return Effect.of(self.action.verify(self.args, self.key, self.ctx))
+        finally:
+            self.timings["verification_ms"] = _ms_since(started)
 
     def _uncertain(self, why: str) -> None:
         self._record_uncertain(why)
@@ -372,6 +384,7 @@ class Execution:
         if result is not None:
             fields["result"] = result
             fields["status_reason"] = reason
+            fields.update(self.timings)
         if to not in LEASED:
             fields["lease_expires_at"] = None
         detail = {**(detail or {}), **({"observation": result} if result is not None else {})}
@@ -385,3 +398,7 @@ class Execution:
             detail=detail or None,
             artifacts=artifacts,
         )
+
+
+def _ms_since(started: float) -> int:
+    return round((time.monotonic() - started) * 1000)

@@ -94,6 +94,10 @@ class Operation(models.Model):
     # a file), needed to verify and to roll back after a crash.
     intent = models.JSONField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True, help_text="The observation the agent reads.")
+    # How long the effect and its verification took (ms), as the worker that recorded the
+    # result measured them (/metrics); left empty where the agent executes.
+    execution_ms = models.PositiveIntegerField(null=True, blank=True)
+    verification_ms = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

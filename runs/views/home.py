@@ -1,14 +1,19 @@
+import hmac
+
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.db.models import Count, Q
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from runs import machines
 from runs.forms import PasswordChangeForm, PreferencesForm
 from runs.health import health
+from runs.metrics import exposition
 from runs.middleware import remember
 from runs.models import Operation, Preferences, Run
 from runs.permissions import projects_with_perm
@@ -56,6 +61,29 @@ def healthz(request: HttpRequest) -> JsonResponse:
     with each check's result (see ``runs.health``)."""
     answer = health()
     return JsonResponse(answer, status=200 if answer["ok"] else 503)
+
+
+@login_not_required
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    """For Prometheus, with ``Authorization: Bearer <OVERSIGHT_METRICS_TOKEN>``; no
+    session, no cookie. Without the setting there is no such page (404)."""
+    if not settings.OVERSIGHT_METRICS_TOKEN:
+        raise Http404
+    if not _has_metrics_token(request):
+        response = HttpResponse(
+            "A bearer token is needed.\n", status=401, content_type="text/plain"
+        )
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)
+
+
+def _has_metrics_token(request: HttpRequest) -> bool:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    expected = settings.OVERSIGHT_METRICS_TOKEN.encode()
+    # In constant time, so the answer's timing tells nothing of the token.
+    return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), expected)
 
 
 class PasswordChange(auth_views.PasswordChangeView):
