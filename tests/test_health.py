@@ -9,6 +9,7 @@ from django.db import connection
 
 from runs.engine.worker import Worker
 from runs.models import Alert, AlertDelivery, WorkerHeartbeat
+from tests.processes import free_port
 
 pytestmark = pytest.mark.django_db
 
@@ -50,18 +51,22 @@ def test_a_delivery_backlog_is_unhealthy(client, settings, run):
     assert response.json()["checks"]["alert_deliveries"] == {"ok": False, "pending": 2}
 
 
-def test_the_database_out_of_reach_is_unhealthy(client, settings):
-    """The database's file moved away: the check fails, the answer still comes."""
+def test_the_database_out_of_reach_is_unhealthy(client):
+    """SQLite's file moved away, or PostgreSQL's server gone (nothing listens where it
+    was): the check fails, the answer still comes."""
     Worker("health-worker").housekeeping()
-    if connection.vendor != "sqlite":
-        pytest.skip("the SQLite case: PostgreSQL's is its server going away")
-    saved = connection.settings_dict["NAME"]
+    gone = (
+        {"NAME": "/nonexistent/folder/oversight.sqlite3"}
+        if connection.vendor == "sqlite"
+        else {"HOST": "127.0.0.1", "PORT": str(free_port())}
+    )
+    saved = dict(connection.settings_dict)
     connection.close()
-    connection.settings_dict["NAME"] = "/nonexistent/folder/oversight.sqlite3"
+    connection.settings_dict.update(gone)
     try:
         response = client.get("/healthz")
     finally:
         connection.close()
-        connection.settings_dict["NAME"] = saved
+        connection.settings_dict.update(saved)
     assert response.status_code == 503
     assert response.json() == {"ok": False, "checks": {"database": {"ok": False}}}
