@@ -8,6 +8,7 @@ from contextlib import closing
 from pathlib import Path
 
 from django.db import connection
+from django.db.migrations.loader import MigrationLoader
 
 from runs.errors import InvalidInput
 
@@ -48,11 +49,34 @@ def backup(path: Path) -> None:
     _copy(_require_sqlite(), path)
 
 
+def _same_migrations(path: Path) -> None:
+    """Refuse a backup made by another version: its schema is not the one this code reads
+    (a rollback restores with the version that made the backup; README, Upgrading)."""
+    known = set(MigrationLoader(None, ignore_no_migrations=True).graph.nodes)
+    with closing(sqlite3.connect(path)) as backup:
+        try:
+            applied = set(backup.execute("SELECT app, name FROM django_migrations"))
+        except sqlite3.DatabaseError:
+            raise InvalidInput(f"{path} is not an Oversight database") from None
+    if missing := sorted(known - applied):
+        raise InvalidInput(
+            f"{path} was made by an older version (without migration "
+            f"{'.'.join(missing[0])}): restore it with that version, then upgrade"
+        )
+    if unknown := sorted(applied - known):
+        raise InvalidInput(
+            f"{path} was made by a newer version (with migration {'.'.join(unknown[0])}): "
+            "restore it with that version"
+        )
+
+
 def restore(path: Path) -> None:
-    """Replace the live database's content with the backup at ``path`` (checked first)."""
+    """Replace the live database's content with the backup at ``path`` (checked first:
+    intact, and made by this version)."""
     live = _require_sqlite()
     if not path.is_file():
         raise InvalidInput(f"{path} is not a file")
     _check(path)
+    _same_migrations(path)
     connection.close()
     _copy(path, live)

@@ -1,8 +1,10 @@
 """verify_audit_chain, and the online backup and restore of the SQLite database."""
 
+import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from decimal import Decimal
 from io import StringIO
 
@@ -89,6 +91,41 @@ def test_backup_refuses_to_overwrite_and_restore_refuses_a_missing_file(db, tmp_
         call_command("backup", str(tmp_path / "taken"))
     with pytest.raises(CommandError, match="is not a file"):
         call_command("restore", str(tmp_path / "missing"))
+
+
+@sqlite_only
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (
+            "DELETE FROM django_migrations WHERE app = 'runs' AND name = '0002_commit_engine'",
+            "was made by an older version (without migration runs.0002_commit_engine): "
+            "restore it with that version, then upgrade",
+        ),
+        (
+            "INSERT INTO django_migrations (app, name, applied) "
+            "VALUES ('runs', '9999_from_the_future', '2027-01-01')",
+            "was made by a newer version (with migration runs.9999_from_the_future): "
+            "restore it with that version",
+        ),
+        ("DROP TABLE django_migrations", "is not an Oversight database"),
+    ],
+)
+def test_restore_refuses_a_backup_of_another_version_and_changes_nothing(
+    run, tmp_path, change, said
+):
+    backup = tmp_path / "backup.sqlite3"
+    call_command("backup", str(backup), stdout=StringIO())
+    with closing(sqlite3.connect(backup)) as other:
+        other.execute(change)
+        other.commit()
+    start_run(session=run.session, goal="written after the backup", actor=AGENT)
+
+    with pytest.raises(CommandError) as refused:
+        call_command("restore", str(backup))
+
+    assert str(refused.value) == f"{backup} {said}"
+    assert run.session.runs.filter(goal="written after the backup").exists()
 
 
 @pytest.mark.skipif(connection.vendor == "sqlite", reason="PostgreSQL has its own tools")
