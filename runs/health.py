@@ -11,23 +11,31 @@ from runs.clock import db_now
 from runs.models import AlertDelivery, WorkerHeartbeat
 
 
-def health() -> dict:
-    """``{"ok": …, "checks": {name: {"ok": …, …}}}``; ``ok`` only if every check is."""
+def health(*, scope: str = "all") -> dict:
+    """``{"ok": …, "checks": {name: {"ok": …, …}}}``; ``ok`` only if every check is.
+    ``scope="web"`` checks only what a web process needs itself (the database and its
+    migrations), for a load balancer: a worker down or a mail backlog must not take every
+    web server out of its pool."""
     try:
-        checks = {"database": {"ok": True}, **_checks()}
+        checks = {"database": {"ok": True}, "migrations": _migrations()}
+        if scope == "all" and checks["migrations"]["ok"]:
+            checks |= _workers_and_deliveries()
     except DatabaseError:
         checks = {"database": {"ok": False}}
     return {"ok": all(check["ok"] for check in checks.values()), "checks": checks}
 
 
-def _checks() -> dict:
+def _migrations() -> dict:
     executor = MigrationExecutor(connection)
     unapplied = len(executor.migration_plan(executor.loader.graph.leaf_nodes()))
+    return {"ok": unapplied == 0, "unapplied": unapplied}
+
+
+def _workers_and_deliveries() -> dict:
     seen = WorkerHeartbeat.objects.aggregate(last=Max("seen_at"))["last"]
     ago = round((db_now() - seen).total_seconds()) if seen else None
     pending = AlertDelivery.objects.filter(status=AlertDelivery.Status.PENDING).count()
     return {
-        "migrations": {"ok": unapplied == 0, "unapplied": unapplied},
         "workers": {
             "ok": ago is not None and ago <= settings.OVERSIGHT_HEALTH_WORKER_SECONDS,
             "last_seen_seconds_ago": ago,

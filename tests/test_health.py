@@ -40,6 +40,18 @@ def test_no_worker_alive_is_unhealthy(client, settings):
     assert stale["ok"] is False and stale["last_seen_seconds_ago"] >= 3600
 
 
+def test_the_load_balancer_s_scope_needs_no_worker_and_no_probe_logs_an_error(client, caplog):
+    assert client.get("/healthz").status_code == 503
+    web = client.get("/healthz?scope=web")
+    assert web.status_code == 200
+    assert web.json() == {
+        "ok": True,
+        "checks": {"database": {"ok": True}, "migrations": {"ok": True, "unapplied": 0}},
+    }
+    assert client.head("/healthz?scope=web").status_code == 200
+    assert not [r for r in caplog.records if r.name == "django.request"]
+
+
 def test_a_delivery_backlog_is_unhealthy(client, settings, run):
     settings.OVERSIGHT_HEALTH_DELIVERY_BACKLOG = 1
     Worker("health-worker").housekeeping()

@@ -7,7 +7,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_safe
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from runs import machines
@@ -55,12 +55,15 @@ def preferences(request: HttpRequest) -> HttpResponse:
 
 
 @login_not_required
-@require_GET
+@require_safe
 def healthz(request: HttpRequest) -> JsonResponse:
-    """Unauthenticated, for load balancers and monitors: 200 when healthy, else 503,
-    with each check's result (see ``runs.health``)."""
-    answer = health()
-    return JsonResponse(answer, status=200 if answer["ok"] else 503)
+    """Unauthenticated, for monitors (and, with ``?scope=web``, load balancers): 200 when
+    healthy, else 503, with each check's result (see ``runs.health``)."""
+    answer = health(scope="web" if request.GET.get("scope") == "web" else "all")
+    response = JsonResponse(answer, status=200 if answer["ok"] else 503)
+    # Unhealthy is the monitor's news, not a server error: no error line per probe.
+    response._has_been_logged = True
+    return response
 
 
 @login_not_required
