@@ -9,6 +9,7 @@ can close the last window by itself — a process can pause right after it — s
 target's own guarantee decides what happens then (``Action.deduplicates``).
 """
 
+import contextvars
 import logging
 import threading
 from collections.abc import Iterator
@@ -70,8 +71,12 @@ class Lease:
     def kept(self) -> Iterator["Lease"]:
         """Renew the lease every third of its length while the body runs."""
         stop = threading.Event()
+        # In a copy of this context: its log lines name the operation as the caller's do.
         beat = threading.Thread(
-            target=self._beat, args=(stop,), name=f"lease-{self.operation.pk}", daemon=True
+            target=contextvars.copy_context().run,
+            args=(self._beat, stop),
+            name=f"lease-{self.operation.pk}",
+            daemon=True,
         )
         beat.start()
         try:

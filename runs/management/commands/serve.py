@@ -61,6 +61,7 @@ class Command(BaseCommand):
         connections.close_all()  # The worker processes are forked from this one.
         Server(
             {
+                **_json_logs(),
                 "bind": bind,
                 "workers": processes,
                 "worker_class": "gthread",
@@ -76,3 +77,17 @@ class Command(BaseCommand):
                 "errorlog": "-",
             }
         ).run()
+
+
+def _json_logs() -> dict:
+    """With OVERSIGHT_LOG_FORMAT=json, gunicorn's own lines (start, stop, a worker
+    restarted) go through Oversight's log handler too: every line one JSON object."""
+    if settings.OVERSIGHT_LOG_FORMAT != "json":
+        return {}
+    gunicorn = {"level": "INFO", "handlers": [], "propagate": True}
+    return {
+        "logconfig_dict": {
+            **settings.LOGGING,
+            "loggers": {"gunicorn.error": gunicorn, "gunicorn.access": gunicorn},
+        }
+    }
