@@ -47,7 +47,12 @@ def local_secret(var_dir: Path) -> str:
 
 def _read_secret(path: Path) -> str:
     for _ in range(50):  # another process may be writing it this very moment
-        key = path.read_text().strip()
+        try:
+            key = path.read_text().strip()
+        except OSError as error:  # made by another user (root?), or not a file
+            raise ImproperlyConfigured(
+                f"OVERSIGHT_SECRET_KEY is not set and {path} cannot be read ({error.strerror})"
+            ) from None
         if len(key) >= 32:
             return key
         time.sleep(0.01)

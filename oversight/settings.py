@@ -1,5 +1,6 @@
 """Settings for Oversight, read from the environment (see README, "Configuration")."""
 
+import os
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,7 +22,17 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("OVERSIGHT_VAR_DIR", str(BASE_DIR / "var")))
 
 DEBUG = env_bool("OVERSIGHT_DEBUG", default=False)
-SECRET_KEY = env_str("OVERSIGHT_SECRET_KEY", "") or local_secret(VAR_DIR)
+# Unset: a local installation's own key, made once in VAR_DIR. Machines sharing a
+# PostgreSQL database must share one key, so production sets it; empty is a mistake.
+_key = os.environ.get("OVERSIGHT_SECRET_KEY")
+if _key == "":
+    raise ImproperlyConfigured("OVERSIGHT_SECRET_KEY is empty: set a key, or unset the variable")
+if _key is None and os.environ.get("DATABASE_URL") and not DEBUG:
+    raise ImproperlyConfigured(
+        "OVERSIGHT_SECRET_KEY must be set with DATABASE_URL: every machine sharing the "
+        "database needs the same key"
+    )
+SECRET_KEY = _key or local_secret(VAR_DIR)
 if len(SECRET_KEY) < 32:
     raise ImproperlyConfigured("OVERSIGHT_SECRET_KEY must be at least 32 characters")
 ALLOWED_HOSTS = env_list("OVERSIGHT_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
@@ -277,7 +288,8 @@ OVERSIGHT_REVIEW_SLA_MINUTES = env_int("OVERSIGHT_REVIEW_SLA_MINUTES", 30, minim
 OVERSIGHT_BASE_URL = env_str("OVERSIGHT_BASE_URL", "http://127.0.0.1:8000")
 # /healthz: a worker's heartbeat (written each minute) older than this is not alive; more
 # alert deliveries pending than this is a backlog.
-OVERSIGHT_HEALTH_WORKER_SECONDS = env_int("OVERSIGHT_HEALTH_WORKER_SECONDS", 180, minimum=60)
+# At least two beats (a minute apart), or a healthy worker would flap.
+OVERSIGHT_HEALTH_WORKER_SECONDS = env_int("OVERSIGHT_HEALTH_WORKER_SECONDS", 180, minimum=120)
 OVERSIGHT_HEALTH_DELIVERY_BACKLOG = env_int("OVERSIGHT_HEALTH_DELIVERY_BACKLOG", 100, minimum=0)
 # /metrics answers Prometheus only when it sends this as a bearer token; unset, there is
 # no /metrics (404). Long and random: it is all that guards the numbers.
@@ -329,6 +341,12 @@ if OVERSIGHT_LOG_FORMAT not in {"text", "json"}:
     raise ImproperlyConfigured(
         f"OVERSIGHT_LOG_FORMAT must be text or json, not {OVERSIGHT_LOG_FORMAT!r}"
     )
+OVERSIGHT_LOG_LEVEL = env_str("OVERSIGHT_LOG_LEVEL", "INFO").upper()
+if OVERSIGHT_LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+    raise ImproperlyConfigured(
+        "OVERSIGHT_LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, "
+        f"not {OVERSIGHT_LOG_LEVEL.lower()!r}"
+    )
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -341,5 +359,5 @@ LOGGING = {
             **({"formatter": "json"} if OVERSIGHT_LOG_FORMAT == "json" else {}),
         }
     },
-    "root": {"handlers": ["console"], "level": env_str("OVERSIGHT_LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": OVERSIGHT_LOG_LEVEL},
 }

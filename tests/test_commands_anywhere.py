@@ -63,6 +63,16 @@ def installation(tmp_path_factory):
     return var_dir
 
 
+def test_a_secret_that_cannot_be_read_is_one_line(tmp_path):
+    (tmp_path / "secret_key").mkdir()
+    done = manage("check_invariants", clean(tmp_path))
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"error: OVERSIGHT_SECRET_KEY is not set and {tmp_path}/secret_key cannot be read "
+        "(Is a directory)\n"
+    )
+
+
 def test_the_secret_is_made_once_readable_by_its_owner_only(installation):
     key = installation / "secret_key"
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
@@ -103,6 +113,23 @@ def test_every_readme_command_runs_with_nothing_exported(installation):
             "OVERSIGHT_LOG_FORMAT",
             "xml",
             "error: OVERSIGHT_LOG_FORMAT must be text or json, not 'xml'",
+        ),
+        (
+            "OVERSIGHT_LOG_LEVEL",
+            "verbose",
+            "error: OVERSIGHT_LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, "
+            "not 'verbose'",
+        ),
+        (
+            "OVERSIGHT_SECRET_KEY",
+            "",
+            "error: OVERSIGHT_SECRET_KEY is empty: set a key, or unset the variable",
+        ),
+        (
+            "DATABASE_URL",
+            "postgres://oversight@db.internal/oversight",
+            "error: OVERSIGHT_SECRET_KEY must be set with DATABASE_URL: every machine sharing "
+            "the database needs the same key",
         ),
     ],
 )

@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import close_old_connections
+from django.db.models.functions import Now
 
 from runs.actions.files import clear_leftovers
 from runs.api.replay import purge_expired
@@ -37,6 +38,7 @@ class Worker:
         self.lease = lease or timedelta(seconds=settings.OVERSIGHT_LEASE_SECONDS)
         self.stopping = False
         self.next_housekeeping = 0.0
+        self.next_beat = 0.0
 
     def step(self) -> bool:
         """Do the housekeeping, then drive one operation; say whether there was work."""
@@ -64,6 +66,9 @@ class Worker:
         killed writers' temporary files and delete expired API replies. A failure here (a
         database busy past its timeout) is logged, and the step goes on."""
         try:
+            if time.monotonic() >= self.next_beat:
+                self.next_beat = time.monotonic() + HOUSEKEEPING_EVERY_SECONDS
+                self.beat()  # First: a slow delivery below must not make it look dead.
             now = db_now()  # What is due; a claim reads the clock again for its lease.
             did_work = expire_due_operations(now) > 0
             did_work |= expire_due_requests(now) > 0
@@ -71,7 +76,6 @@ class Worker:
             did_work |= deliver_due(now) > 0
             if time.monotonic() >= self.next_housekeeping:
                 self.next_housekeeping = time.monotonic() + HOUSEKEEPING_EVERY_SECONDS
-                self.beat(now)
                 notify_reviewers()
                 clear_leftovers()
                 purge_expired(now)
@@ -80,11 +84,12 @@ class Worker:
             return False
         return did_work
 
-    def beat(self, now) -> None:
-        """Say this worker is alive (``/healthz`` reads it)."""
+    def beat(self) -> None:
+        """Say this worker is alive (``/healthz`` reads it), in the database's clock at
+        the moment of writing."""
         WorkerHeartbeat.objects.update_or_create(
             name=self.name,
-            defaults={"host": socket.gethostname(), "pid": os.getpid(), "seen_at": now},
+            defaults={"host": socket.gethostname(), "pid": os.getpid(), "seen_at": Now()},
         )
 
     def drain(self) -> None:

@@ -39,8 +39,8 @@ class Command(BaseCommand):
         # The children read this through settings: the agent's HTTP calls go to the target.
         allowed = [*settings.OVERSIGHT_HTTP_ALLOWED_HOSTS, target]
         os.environ["OVERSIGHT_HTTP_ALLOWED_HOSTS"] = ",".join(allowed)
-        # The links in reviewers' emails point where this demo serves.
-        os.environ["OVERSIGHT_BASE_URL"] = served_at(addr)
+        # The links in reviewers' emails point where this demo serves (unless set).
+        os.environ.setdefault("OVERSIGHT_BASE_URL", served_at(addr))
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
         self.stdout.write(f"database: {settings.DATABASES['default']['NAME']}")
