@@ -26,6 +26,7 @@ from prometheus_client.core import (
 from prometheus_client.utils import floatToGoString
 
 from runs import machines
+from runs.actions.registry import registered
 from runs.clock import db_now
 from runs.engine.claims import TAKEN_OVER
 from runs.models import (
@@ -46,6 +47,7 @@ BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 # (host:pid) and the old name's row is never deleted, so showing every row would add
 # a series per restart, each aging forever.
 WORKER_SHOWN_FOR = 10
+OTHER_ACTION = "other"
 
 
 def exposition() -> bytes:
@@ -137,9 +139,18 @@ def _operations(slugs: dict[int, str]) -> Metric:
     )
     ended = Operation.objects.filter(status__in=machines.OPERATION.terminal).order_by()
     rows = ended.values_list("project", "action", "status").annotate(n=Count("pk"))
-    for project, action, status, n in sorted(rows):
-        family.add_metric([slugs[project], action, status], n)
+    counts = Counter()
+    for project, action, status, n in rows:
+        counts[slugs[project], _action_label(action), status] += n
+    for labels, n in sorted(counts.items()):
+        family.add_metric(labels, n)
     return family
+
+
+def _action_label(action: str) -> str:
+    """A registered action by its name; any other (an agent names the actions it
+    executes itself) as ``other``, so that no agent can add series without end."""
+    return action if action in registered() else OTHER_ACTION
 
 
 def _durations(kind: str, what: str) -> Metric:

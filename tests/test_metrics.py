@@ -170,7 +170,8 @@ def other_run(other_project, outsider):
 @pytest.fixture
 def scripted(settings, approved, propose, reviewer, other_project, other_run):
     """Acme: a ledger transfer and a file write executed by a worker, a transfer taken
-    over after its first worker's lease lapsed, one rejected, one left proposed, and an
+    over after its first worker's lease lapsed, one rejected and an action of the
+    agent's own rejected, one left proposed, and an
     HTTP request whose verification failed: an open alert whose webhook could not be
     reached. Other: an email sent, two proposals waiting (the older for ten minutes),
     a question waiting. Quiet: nothing at all. Workers: one alive, one stale, one gone."""
@@ -185,6 +186,8 @@ def scripted(settings, approved, propose, reviewer, other_project, other_run):
     b = claim_next(worker="B", lease=LEASE, now=timezone.now() + timedelta(seconds=5))
     Execution(b, "B", LEASE).run()
     decide_on(propose("rejected"), reviewer, Decision.Kind.REJECT, comment="Not this month")
+    agents_own = propose("agents-own", action="dns.update", arguments={"name": "x"})
+    decide_on(agents_own, reviewer, Decision.Kind.REJECT, comment="Not that zone")
     propose("waiting")
     drained(approved("http-rigged-no-undo"))
 
@@ -221,7 +224,7 @@ def test_the_numbers_after_a_scripted_run(client, scripted):
     decisions = by(samples, "oversight_decisions_total", "project", "kind")
     assert {key: n for key, n in decisions.items() if n} == {
         ("acme", "approve"): 4,
-        ("acme", "reject"): 1,
+        ("acme", "reject"): 2,
         ("other", "approve"): 1,
     }
     assert len(decisions) == 3 * len(Decision.Kind)  # Every kind, every project: zeros too.
@@ -230,6 +233,7 @@ def test_the_numbers_after_a_scripted_run(client, scripted):
         ("acme", "ledger.transfer", "committed"): 2,
         ("acme", "file.write", "committed"): 1,
         ("acme", "ledger.transfer", "rejected"): 1,
+        ("acme", "other", "rejected"): 1,  # An action an agent named: no series of its own.
         ("acme", "http.request", "alerted"): 1,
         ("other", "email.send", "committed"): 1,
     }
