@@ -1,9 +1,11 @@
 """The production deployment as the README gives it: the Procfile's web and worker lines
-start on loopback with production settings behind a (simulated) TLS proxy, a person
-signs in, static files come from WhiteNoise, /healthz turns healthy once the worker
-beats; the systemd units name commands and options that exist."""
+start with production settings behind a (simulated) TLS proxy, a person signs in,
+static files come from WhiteNoise, /healthz turns healthy once the worker beats, and
+every line both log is one JSON object; the systemd units name commands and options
+that exist."""
 
 import http.client
+import json
 import re
 import shlex
 import signal
@@ -84,22 +86,25 @@ def stop(process: subprocess.Popen) -> int:
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
-    """A fresh production installation on SQLite: migrated, with the demo's people."""
+    """A fresh production installation on SQLite, migrated by the Procfile's release
+    line, with the demo's people."""
     var_dir = tmp_path_factory.mktemp("var")
     env = clean(var_dir) | {
         "OVERSIGHT_DEMO_PASSWORD": PASSWORD,
         "OVERSIGHT_PROXY_SSL_HEADER": "X-Forwarded-Proto=https",
+        "OVERSIGHT_LOG_FORMAT": "json",
     }
-    for setup in ("migrate --no-input", "seed_demo"):
-        done = manage(setup, env)
-        assert done.returncode == 0, done.stderr
+    release = start("release", env)
+    assert release.wait(timeout=120) == 0, release.stdout.read()
+    done = manage("seed_demo", env)
+    assert done.returncode == 0, done.stderr
     return env
 
 
 def test_the_procfile_serves_signed_in_pages_and_turns_healthy_with_its_worker(deployment):
     port = free_port()
     browser = Browser(port)
-    web = start("web", deployment | {"OVERSIGHT_BIND": f"127.0.0.1:{port}"})
+    web = start("web", deployment | {"PORT": str(port)})
     worker = None
     try:
         assert '"workers": {"ok": false' in healthz(browser, 503, web)
@@ -133,6 +138,9 @@ def test_the_procfile_serves_signed_in_pages_and_turns_healthy_with_its_worker(d
         assert stop(web) == 0
         if worker is not None:
             assert stop(worker) == 0
+    for process in (web, worker):
+        lines = process.stdout.read().splitlines()
+        assert lines and all(json.loads(line)["message"] for line in lines), "one JSON each"
 
 
 def test_the_server_refuses_fewer_threads_than_waits_need(deployment):
@@ -146,7 +154,7 @@ def test_the_server_refuses_fewer_threads_than_waits_need(deployment):
 
 def exec_lines(unit: Path) -> list[list[str]]:
     return [
-        shlex.split(line.split("=", 1)[1].replace("/opt/oversight", str(ROOT)))
+        shlex.split(line.split("=", 1)[1].lstrip("-").replace("/opt/oversight", str(ROOT)))
         for line in unit.read_text().splitlines()
         if line.startswith("ExecStart=")
     ]
