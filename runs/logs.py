@@ -3,17 +3,16 @@
 is about.
 
 What the engine is working on is bound with ``about()``: every line logged meanwhile, by
-any module, carries its ids and keeps the operation's arguments out: an error is shown
-by its type (an error's own text may quote an argument in any form: a path resolved, a
-host of a URL), and the argument strings are cut out of what remains. Secrets and
-tokens are never logged.
+any module, carries its ids, and the operation's argument strings are cut out of the
+message and the traceback in the forms an error quotes them (a path resolved, a URL's
+host), while the rest of an error's text stays for the operator (the workspace's
+folder, a misconfigured mail backend's path). Secrets and tokens are never logged.
 Imports nothing from Django or the models: the logging configuration loads it first.
 """
 
 import json
 import logging
 import os
-import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -73,48 +72,21 @@ def cut(text: str, hidden: tuple[str, ...]) -> str:
     return text
 
 
-def said(error: BaseException) -> str:
-    """An error as the log may show it while an operation is bound: its type and, for a
-    system error, the system's fixed words; never its text, which may quote arguments
-    in any form (the operation's page shows the reason given to the agent)."""
-    if isinstance(error, OSError) and error.errno and error.errno > 0:
-        return f"{type(error).__name__} ({os.strerror(error.errno).lower()})"
-    return type(error).__name__
-
-
 class Context(logging.Filter):
-    """Adds the bound ids to each record and, while an operation is bound, keeps its
-    arguments out of the message and the traceback (before any formatter sees them):
-    numbers (ids, counts) stay, errors become ``said()``, other values are cut."""
+    """Adds the bound ids to each record and cuts the bound argument values out of its
+    message and traceback (before any formatter sees them)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         bound = _bound.get()
         for name, value in bound.ids.items():
             if getattr(record, name, None) is None:
                 setattr(record, name, value)
-        if bound.ids:
-            args = record.args if isinstance(record.args, tuple) else ()
-            safe = tuple(self._safe(arg) for arg in args)
-            try:
-                message = str(record.msg) % safe if safe else str(record.msg)
-            except (TypeError, ValueError):  # a format the safe values do not fit
-                message = str(record.msg)
-            record.msg = cut(message, bound.hidden)
-            record.args = ()
-            if record.exc_info and record.exc_info[1] is not None:
-                frames = "".join(traceback.format_tb(record.exc_info[2]))
-                record.exc_text = (
-                    f"Traceback (most recent call last):\n{frames}{said(record.exc_info[1])}"
-                )
+        if bound.hidden:
+            record.msg, record.args = cut(record.getMessage(), bound.hidden), ()
+            if record.exc_info:
+                traceback = logging.Formatter().formatException(record.exc_info)
+                record.exc_text = cut(traceback, bound.hidden)
         return True
-
-    @staticmethod
-    def _safe(arg):
-        if isinstance(arg, BaseException):
-            return said(arg)
-        if arg is None or isinstance(arg, int | float):
-            return arg
-        return str(arg)
 
 
 class JsonFormatter(logging.Formatter):

@@ -763,6 +763,7 @@ READS = [
     "audit-evidence",
     "audit-artifact",
     "numbers",
+    "metrics",
 ]
 MINE = ["preferences"]  # the signed-in person's own settings
 

@@ -1,7 +1,7 @@
 """What agents, alerts and alert emails are told when an action fails (#11, hole 9): the
 file as the agent named it and fixed words for the error. An exception's own text,
-with the server's absolute paths, stays in the server log, where the operator finds
-it by the operation's id."""
+with the server's absolute paths, stays in the server log (the agent's arguments cut
+out of it), where the operator finds it by the operation's id."""
 
 import json
 import socket
@@ -86,7 +86,8 @@ def test_a_failed_rollback_alerts_without_server_paths_in_summary_or_email(
     assert email.to == [admin_user.email]
     for text in (seen_by(agent, op), alert.summary, email.subject, email.body):
         assert discreet(text, tmp_path), text
-    assert str(target) in caplog.text
+    # The operator's account: the workspace's folder, without the agent's path.
+    assert f"{workspace_of(project)}/[argument]" in caplog.text
 
 
 def test_an_unexpected_error_is_named_not_quoted(agent, settings, tmp_path, caplog):
