@@ -1,6 +1,7 @@
 """How fast workers carry out approved operations: N ledger transfers (auto-approved by
 policy) spread over runs, drained by W ``runworker --once`` processes; then a check
-that every transfer was applied exactly once. Uses a throwaway SQLite file, or
+that every transfer was applied exactly once, beside the rate of plain durable commits
+measured in the same run (the ratio is the goal's figure). Uses a throwaway SQLite file, or
 DATABASE_URL's database (into which it writes a bench project).
 
     .venv/bin/python bench/worker_drain.py [--operations 500] [--workers 1 2 4 8]
@@ -27,7 +28,7 @@ django.setup()
 
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
-from django.db import connection  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
 
 from runs.actors import Actor  # noqa: E402
 from runs.models import Account, LedgerEntry, Operation, Project  # noqa: E402
@@ -65,6 +66,22 @@ def prepare(operations: int) -> tuple[Project, list[int]]:
     return project, ids
 
 
+def raw_commits_per_second(count: int = 500) -> float:
+    """The limit the pipeline is measured against: durable commits of one small row
+    each, one after another, on the same database with the same settings."""
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE IF NOT EXISTS bench_raw_commit (id INTEGER PRIMARY KEY)")
+        cursor.execute("DELETE FROM bench_raw_commit")
+    started = time.perf_counter()
+    for n in range(count):
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("INSERT INTO bench_raw_commit (id) VALUES (%s)", [n])
+    elapsed = time.perf_counter() - started
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TABLE bench_raw_commit")
+    return count / elapsed
+
+
 def drain(workers: int) -> float:
     started = time.perf_counter()
     processes = [
@@ -84,6 +101,8 @@ def main() -> None:
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     print(f"database: {connection.vendor} {connection.settings_dict['NAME']}")
+    raw = raw_commits_per_second()
+    print(f"raw durable commits: {raw:7.1f} /s (one row per transaction; the limit)")
     for workers in args.workers:
         project, ids = prepare(args.operations)
         elapsed = drain(workers)
@@ -92,8 +111,8 @@ def main() -> None:
         b = Account.objects.get(project=project, name="B").balance
         print(
             f"{workers} worker(s): {len(ids)} operations in {elapsed:6.2f} s = "
-            f"{len(ids) / elapsed:6.1f} ops/s; committed {committed}, ledger entries {entries}, "
-            f"B balance {b}"
+            f"{len(ids) / elapsed:6.1f} ops/s (ratio {len(ids) / elapsed / raw:.4f} of the "
+            f"limit); committed {committed}, ledger entries {entries}, B balance {b}"
         )
 
 

@@ -61,6 +61,8 @@ def test_feed(tmp_path):
 def test_worker_drain(tmp_path):
     out = run_bench("worker_drain.py", "--operations", "10", "--workers", "2", tmp_path=tmp_path)
     assert "committed 10, ledger entries 10" in out
+    assert re.search(r"^raw durable commits: +[\d.]+ /s", out, re.M), out
+    assert re.search(r"ops/s \(ratio 0\.\d{4} of the limit\)", out), out
 
 
 def test_audit_queries(tmp_path):
