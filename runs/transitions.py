@@ -36,7 +36,6 @@ from runs.models import (
     HumanRequest,
     Operation,
     Run,
-    Session,
 )
 
 log = logging.getLogger(__name__)
@@ -52,8 +51,14 @@ class ArtifactRef:
 
 
 def lock_run(run_id: int) -> Run:
-    """Lock and return the run; the caller must be inside ``transaction.atomic``."""
-    return Run.objects.select_for_update().get(pk=run_id)
+    """Lock and return the run, with the token whose feed numbers its checkpoints
+    (``feed_token_id``, read in the same query); the caller must be inside
+    ``transaction.atomic``. Only the run's row is locked, not its session's."""
+    return (
+        Run.objects.select_for_update(of=("self",))
+        .annotate(feed_token_id=F("session__token_id"))
+        .get(pk=run_id)
+    )
 
 
 @transaction.atomic
@@ -318,7 +323,7 @@ def _logged(checkpoint: Checkpoint) -> None:
 def _feed(run: Run, checkpoint: Checkpoint) -> None:
     """Number ``checkpoint`` in its token's feed. The counter's row stays locked until
     this transaction commits, so a later number never commits before an earlier one."""
-    token_id = Session.objects.filter(pk=run.session_id).values_list("token_id", flat=True)[0]
+    token_id = run.feed_token_id
     if token_id is None:
         return
     counter = AgentToken.objects.filter(pk=token_id)

@@ -30,6 +30,7 @@ from runs.services.requests import expire_due_requests
 
 log = logging.getLogger(__name__)
 HOUSEKEEPING_EVERY_SECONDS = 60
+DUE_EVERY_SECONDS_WHEN_BUSY = 1.0
 
 
 class Worker:
@@ -39,13 +40,20 @@ class Worker:
         self.stopping = False
         self.next_housekeeping = 0.0
         self.next_beat = 0.0
+        self.next_due = 0.0
+        self.busy = False  # The last step drove an operation.
 
     def step(self) -> bool:
-        """Do the housekeeping, then drive one operation; say whether there was work."""
-        did_work = self.housekeeping()
+        """Do the housekeeping, then drive one operation; say whether there was work.
+        While operations keep coming, what is due is looked for once a second, not
+        before each one (six queries, and nothing there that urgent), and as soon as
+        the queue is empty."""
+        skipped = self.busy and time.monotonic() < self.next_due
+        did_work = False if skipped else self.housekeeping()
         operation = claim_next(worker=self.name, lease=self.lease)
-        if operation is None:
-            return did_work
+        self.busy = operation is not None
+        if operation is None:  # The queue is empty: catch up on what is due.
+            return self.housekeeping() if skipped else did_work
         reach(CLAIMED, operation)
         arguments = [operation.arguments, operation.proposed_arguments]
         with about(run_id=operation.run_id, operation_id=operation.pk, arguments=arguments):
@@ -65,6 +73,7 @@ class Worker:
         agent operations, deliver due alerts, and once a minute notify reviewers, clear
         killed writers' temporary files and delete expired API replies. A failure here (a
         database busy past its timeout) is logged, and the step goes on."""
+        self.next_due = time.monotonic() + DUE_EVERY_SECONDS_WHEN_BUSY
         try:
             if time.monotonic() >= self.next_beat:
                 self.next_beat = time.monotonic() + HOUSEKEEPING_EVERY_SECONDS

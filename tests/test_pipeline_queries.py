@@ -1,0 +1,65 @@
+"""The pipeline's cost in queries, step by step (#17): an auto-approved ledger transfer
+proposed, claimed and carried out. Exact counts: a change that adds a query to the hot
+path changes a number here, on purpose or not."""
+
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from runs.engine.claims import claim_next
+from runs.engine.executor import Execution
+from runs.engine.worker import Worker
+from runs.models import Account, ApprovalPolicy, Operation
+
+LEASE = Worker().lease
+# propose (auto-approved by policy), claim, carry out (intent, transfer, verify, commit);
+# a busy worker's next step is a claim and a carrying out, nothing more. The same on
+# SQLite and PostgreSQL.
+EXPECTED = {"propose": 33, "claim": 18, "carry out": 47, "busy step": 65}
+
+
+@pytest.fixture
+def transfer(project, propose):
+    ApprovalPolicy.objects.create(project=project, action="ledger.transfer", approvals_required=0)
+    Account.objects.create(project=project, name="A", balance=Decimal("1000.00"))
+    Account.objects.create(project=project, name="B", balance=Decimal("0.00"))
+
+    def proposed(call_id: str) -> Operation:
+        return propose(call_id, arguments={"from": "A", "to": "B", "amount": "1.00"}, risk="low")
+
+    proposed("warm-up")  # The run's first operation writes more; count a later one.
+    Worker("warm-up").drain()
+    return proposed
+
+
+def counted(step) -> tuple[int, object]:
+    with CaptureQueriesContext(connection) as queries:
+        result = step()
+    return len(queries.captured_queries), result
+
+
+def test_each_step_of_an_auto_approved_transfer_costs_a_fixed_number_of_queries(transfer):
+    expected = EXPECTED
+
+    n, operation = counted(lambda: transfer("t1"))
+    assert (n, operation.status) == (expected["propose"], Operation.Status.APPROVED)
+    n, claimed = counted(lambda: claim_next(worker="w", lease=LEASE))
+    assert (n, claimed.pk) == (expected["claim"], operation.pk)
+    n, _ = counted(lambda: Execution(claimed, "w", LEASE).run())
+    assert n == expected["carry out"]
+    operation.refresh_from_db()
+    assert operation.status == Operation.Status.COMMITTED
+
+
+def test_a_busy_worker_looks_for_what_is_due_once_a_second_not_before_each_operation(
+    transfer,
+):
+    worker = Worker("busy")
+    transfer("t1")
+    transfer("t2")
+    assert worker.step()  # Looks for what is due, then carries out t1.
+    n, did_work = counted(worker.step)  # t2, right after: nothing else looked for.
+    assert (n, did_work) == (EXPECTED["busy step"], True)
+    assert Operation.objects.filter(status=Operation.Status.COMMITTED).count() == 3
