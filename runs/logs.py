@@ -59,7 +59,7 @@ def strings(value) -> tuple[str, ...]:
         elif isinstance(item, list):
             stack.extend(item)
         elif isinstance(item, str):
-            found |= {item, os.path.normpath(item)} if item else set()
+            found |= {item, os.path.normpath(item)}
             if "://" in item:
                 parts = urlsplit(item)
                 found |= {parts.netloc, parts.hostname or "", parts.path}

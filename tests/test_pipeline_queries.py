@@ -41,14 +41,12 @@ def counted(step) -> tuple[int, object]:
 
 
 def test_each_step_of_an_auto_approved_transfer_costs_a_fixed_number_of_queries(transfer):
-    expected = EXPECTED
-
     n, operation = counted(lambda: transfer("t1"))
-    assert (n, operation.status) == (expected["propose"], Operation.Status.APPROVED)
+    assert (n, operation.status) == (EXPECTED["propose"], Operation.Status.APPROVED)
     n, claimed = counted(lambda: claim_next(worker="w", lease=LEASE))
-    assert (n, claimed.pk) == (expected["claim"], operation.pk)
+    assert (n, claimed.pk) == (EXPECTED["claim"], operation.pk)
     n, _ = counted(lambda: Execution(claimed, "w", LEASE).run())
-    assert n == expected["carry out"]
+    assert n == EXPECTED["carry out"]
     operation.refresh_from_db()
     assert operation.status == Operation.Status.COMMITTED
 

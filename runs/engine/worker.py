@@ -39,7 +39,6 @@ class Worker:
         self.lease = lease or timedelta(seconds=settings.OVERSIGHT_LEASE_SECONDS)
         self.stopping = False
         self.next_housekeeping = 0.0
-        self.next_beat = 0.0
         self.next_due = 0.0
         self.busy = False  # The last step drove an operation.
 
@@ -74,16 +73,16 @@ class Worker:
         killed writers' temporary files and delete expired API replies. A failure here (a
         database busy past its timeout) is logged, and the step goes on."""
         self.next_due = time.monotonic() + DUE_EVERY_SECONDS_WHEN_BUSY
+        minutely = time.monotonic() >= self.next_housekeeping
         try:
-            if time.monotonic() >= self.next_beat:
-                self.next_beat = time.monotonic() + HOUSEKEEPING_EVERY_SECONDS
+            if minutely:
                 self.beat()  # First: a slow delivery below must not make it look dead.
             now = db_now()  # What is due; a claim reads the clock again for its lease.
             did_work = expire_due_operations(now) > 0
             did_work |= expire_due_requests(now) > 0
             did_work |= sweep_agent_operations(now) > 0
             did_work |= deliver_due(now) > 0
-            if time.monotonic() >= self.next_housekeeping:
+            if minutely:
                 self.next_housekeeping = time.monotonic() + HOUSEKEEPING_EVERY_SECONDS
                 notify_reviewers()
                 clear_leftovers()
