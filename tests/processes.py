@@ -1,6 +1,7 @@
 """Run real child processes against the test database (crash and concurrency tests)."""
 
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -58,6 +59,30 @@ def manage(*args: str, timeout: float = 120, **env: str) -> subprocess.Completed
         capture_output=True,
         text=True,
         timeout=timeout,
+    )
+
+
+def clean_env(var_dir) -> dict[str, str]:
+    """This process's environment without any setting of Oversight's or Django's: only
+    where a fresh installation lives (the README's default is the checkout's var/)."""
+    kept = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("OVERSIGHT_", "DJANGO_", "DATABASE_URL"))
+    }
+    return kept | {"OVERSIGHT_VAR_DIR": str(var_dir)}
+
+
+def manage_in(line: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """Run the command line ``manage.py LINE`` as written, in ``env`` alone (a fresh
+    installation's, from ``clean_env``), not against this test run's database."""
+    return subprocess.run(
+        [sys.executable, "manage.py", *shlex.split(line)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 

@@ -5,43 +5,17 @@ a bad setting stops a command with one line naming it, never a traceback. Each c
 of the README's Commands chapter (and the token command of its Agents chapter) runs in
 a subprocess against a fresh installation in a temporary var directory."""
 
-import os
 import re
-import shlex
 import stat
-import subprocess
-import sys
 
 import pytest
 
 from runs.management.commands.demo import served_at
-from tests.processes import ROOT
+from tests.processes import ROOT, clean_env, manage_in
 
 README = (ROOT / "README.md").read_text()
 COMMANDS = re.findall(r"^\.venv/bin/python manage\.py (.+?)(?:\s+#.*)?$", README, re.MULTILINE)
 pytestmark = pytest.mark.timeout(300)
-
-
-def clean(var_dir) -> dict[str, str]:
-    """This process's environment without any setting of Oversight's or Django's: only
-    where the installation lives (the README's default is the checkout's var/)."""
-    kept = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.startswith(("OVERSIGHT_", "DJANGO_", "DATABASE_URL"))
-    }
-    return kept | {"OVERSIGHT_VAR_DIR": str(var_dir)}
-
-
-def manage(line: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "manage.py", *shlex.split(line)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def as_run(line: str, var_dir) -> str:
@@ -56,16 +30,16 @@ def as_run(line: str, var_dir) -> str:
 def installation(tmp_path_factory):
     """A fresh installation with the demo's data, set up with nothing exported."""
     var_dir = tmp_path_factory.mktemp("var")
-    env = clean(var_dir) | {"OVERSIGHT_DEMO_PASSWORD": "commands-anywhere-password"}
+    env = clean_env(var_dir) | {"OVERSIGHT_DEMO_PASSWORD": "commands-anywhere-password"}
     for setup in ("migrate --no-input", "seed_demo"):
-        done = manage(setup, env)
+        done = manage_in(setup, env)
         assert done.returncode == 0, done.stderr
     return var_dir
 
 
 def test_a_secret_that_cannot_be_read_is_one_line(tmp_path):
     (tmp_path / "secret_key").mkdir()
-    done = manage("check_invariants", clean(tmp_path))
+    done = manage_in("check_invariants", clean_env(tmp_path))
     assert done.returncode == 1
     assert done.stderr == (
         f"error: OVERSIGHT_SECRET_KEY is not set and {tmp_path}/secret_key cannot be read "
@@ -78,22 +52,22 @@ def test_the_secret_is_made_once_readable_by_its_owner_only(installation):
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
     made = key.read_text()
     probe = "shell --no-imports -c 'from django.conf import settings; print(settings.SECRET_KEY)'"
-    done = manage(probe, clean(installation))
+    done = manage_in(probe, clean_env(installation))
     assert done.stdout.strip() == made.strip()
-    exported = clean(installation) | {"OVERSIGHT_SECRET_KEY": "x" * 40}
-    assert manage(probe, exported).stdout.strip() == "x" * 40  # the variable wins
+    exported = clean_env(installation) | {"OVERSIGHT_SECRET_KEY": "x" * 40}
+    assert manage_in(probe, exported).stdout.strip() == "x" * 40  # the variable wins
     assert key.read_text() == made
 
 
 def test_every_readme_command_runs_with_nothing_exported(installation):
     assert len(COMMANDS) >= 12, COMMANDS
-    env = clean(installation)
+    env = clean_env(installation)
     (installation / "backups").mkdir(exist_ok=True)
     ran = []
     for line in COMMANDS:
         if line.startswith(("runworker", "verify_evidence")) and "--once" not in line:
             continue  # runs until SIGTERM; needs a downloaded bundle (tested elsewhere)
-        done = manage(as_run(line, installation), env)
+        done = manage_in(as_run(line, installation), env)
         assert done.returncode == 0, f"{line}: {done.stderr[-2000:]}"
         assert "Traceback" not in done.stderr, line
         ran.append(line.split()[0])
@@ -134,7 +108,7 @@ def test_every_readme_command_runs_with_nothing_exported(installation):
     ],
 )
 def test_a_bad_setting_stops_a_command_with_one_line(installation, name, value, said):
-    done = manage("check_invariants", clean(installation) | {name: value})
+    done = manage_in("check_invariants", clean_env(installation) | {name: value})
     assert done.returncode == 1
     assert done.stderr == f"{said}\n"
 

@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 from django.core.management import get_commands, load_command_class
 
-from tests.processes import ROOT, free_port
-from tests.test_commands_anywhere import clean, manage
+from tests.processes import ROOT, clean_env, free_port, manage_in
 
 pytestmark = pytest.mark.timeout(180)
 PASSWORD = "production-server-password"
@@ -89,14 +88,14 @@ def deployment(tmp_path_factory):
     """A fresh production installation on SQLite, migrated by the Procfile's release
     line, with the demo's people."""
     var_dir = tmp_path_factory.mktemp("var")
-    env = clean(var_dir) | {
+    env = clean_env(var_dir) | {
         "OVERSIGHT_DEMO_PASSWORD": PASSWORD,
         "OVERSIGHT_PROXY_SSL_HEADER": "X-Forwarded-Proto=https",
         "OVERSIGHT_LOG_FORMAT": "json",
     }
     release = start("release", env)
     assert release.wait(timeout=120) == 0, release.stdout.read()
-    done = manage("seed_demo", env)
+    done = manage_in("seed_demo", env)
     assert done.returncode == 0, done.stderr
     return env
 
@@ -144,7 +143,7 @@ def test_the_procfile_serves_signed_in_pages_and_turns_healthy_with_its_worker(d
 
 
 def test_the_server_refuses_fewer_threads_than_waits_need(deployment):
-    done = manage("serve --processes 1 --threads 8", deployment)
+    done = manage_in("serve --processes 1 --threads 8", deployment)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
         "CommandError: 1 processes x 8 threads is fewer than the 40 needed: "

@@ -30,8 +30,7 @@ from runs.chain import verify_all_chains
 from runs.models import Alert, AlertDelivery, Checkpoint, Message, Operation
 from runs.services.decisions import expire_due_operations
 from tests.first_migration import FIXTURE, make_first_migration_database
-from tests.processes import ROOT
-from tests.test_commands_anywhere import clean, manage
+from tests.processes import ROOT, clean_env, manage_in
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -148,7 +147,7 @@ def assert_the_product_carries_on() -> None:
 def first_installation(tmp_path_factory) -> Path:
     var_dir = tmp_path_factory.mktemp("first-migration")
     make = "import tests.first_migration as f; f.make_first_migration_database()"
-    made = manage(f'shell --no-imports -c "{make}"', clean(var_dir))
+    made = manage_in(f'shell --no-imports -c "{make}"', clean_env(var_dir))
     assert made.returncode == 0, made.stderr
     return var_dir
 
@@ -174,7 +173,7 @@ def checkout(tmp_path) -> Path:
 def upgrade(checkout: Path, installation: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [checkout / "bin" / "upgrade"],
-        env=clean(installation),
+        env=clean_env(installation),
         capture_output=True,
         text=True,
         timeout=240,
