@@ -142,6 +142,42 @@ def closed_runs_have_no_open_proposals() -> Iterator[str]:
         yield f"operation {op.pk} is {op.status} but its run {op.run_id} has ended"
 
 
+def latest_states_show_the_unfinished_operations() -> Iterator[str]:
+    """Each checkpoint carries the run's unfinished operations forward from the one
+    before (``runs.transitions``): a change to an operation that bypassed its own
+    checkpoint would leave every later state wrong. The latest one must list exactly
+    the operations not yet finished, as they are, with the approvals that count."""
+    fields = ("id", "call_id", "action", "status", "arguments_hash", "idempotency_key")
+    unfinished = Operation.objects.exclude(status__in=machines.OPERATION.terminal)
+    actual: dict[int, dict[int, dict]] = {}
+    for op in unfinished.order_by("id").values("run_id", *fields).iterator():
+        run_id = op.pop("run_id")
+        actual.setdefault(run_id, {})[op["id"]] = {**op, "approved_by": []}
+    pending = {op_id: op for ops in actual.values() for op_id, op in ops.items()}
+    counted = Decision.objects.filter(operation__in=unfinished).counted_approvals()
+    for op_id, reviewer, policy in counted.order_by("id").values_list(
+        "operation_id", "reviewer__username", "policy"
+    ):
+        pending[op_id]["approved_by"].append(reviewer or f"policy:{policy}")
+    latest = Checkpoint.objects.filter(seq=F("run__version")).order_by("run_id")
+    for run_id, seq, state in latest.values_list("run_id", "seq", "state").iterator():
+        shown = {op["id"]: op for op in state.get("pending_operations", [])}
+        expected = actual.get(run_id, {})
+        for op_id in sorted(shown.keys() | expected.keys()):
+            if shown.get(op_id) != expected.get(op_id):
+                yield (
+                    f"run {run_id}: its latest checkpoint (seq {seq}) shows operation "
+                    f"{op_id} as {_as_shown(shown.get(op_id))}, but it is "
+                    f"{_as_shown(expected.get(op_id))}"
+                )
+
+
+def _as_shown(op: dict | None) -> str:
+    if op is None:
+        return "finished (or absent)"
+    return f"{op['status']}, approved by {', '.join(op['approved_by']) or 'nobody'}"
+
+
 CHECKS: list[Callable[[], Iterator[str]]] = [
     executed_operations_were_approved,
     no_idempotency_key_executed_twice,
@@ -151,6 +187,7 @@ CHECKS: list[Callable[[], Iterator[str]]] = [
     referenced_artifacts_exist,
     waiting_runs_have_reason,
     closed_runs_have_no_open_proposals,
+    latest_states_show_the_unfinished_operations,
 ]
 
 

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -53,11 +53,24 @@ class ArtifactRef:
 def lock_run(run_id: int) -> Run:
     """Lock and return the run, with the token whose feed numbers its checkpoints
     (``feed_token_id``, read in the same query); the caller must be inside
-    ``transaction.atomic``. Only the run's row is locked, not its session's."""
-    return (
-        Run.objects.select_for_update(of=("self",))
-        .annotate(feed_token_id=F("session__token_id"))
-        .get(pk=run_id)
+    ``transaction.atomic``. Only the run's row is locked, not its session's. A caller
+    that goes on to record a transition passes the run it got (``run=``), so the
+    row is read and locked once per transaction."""
+    return _lockable(Run.objects.filter(pk=run_id)).get()
+
+
+def try_lock_run(run_id: int) -> Run | None:
+    """``lock_run``, or None at once if another transaction holds the run (PostgreSQL's
+    ``SKIP LOCKED``; on SQLite the immediate transaction already holds every row)."""
+    runs = Run.objects.filter(pk=run_id)
+    if connection.features.has_select_for_update_skip_locked:
+        return _lockable(runs, skip_locked=True).first()
+    return _lockable(runs).first()
+
+
+def _lockable(runs, skip_locked: bool = False):
+    return runs.select_for_update(of=("self",), skip_locked=skip_locked).annotate(
+        feed_token_id=F("session__token_id")
     )
 
 
@@ -122,10 +135,13 @@ def transition_operation(
     changes: dict | None = None,
     detail: dict | None = None,
     artifacts: Sequence[ArtifactRef] = (),
+    run: Run | None = None,
 ) -> Checkpoint:
     """Move ``operation`` to status ``to`` (or record ``event`` on it when ``to`` is its
-    current status), applying ``changes`` to its row in the same conditional update."""
-    run = lock_run(operation.run_id)
+    current status), applying ``changes`` to its row in the same conditional update.
+    ``run`` is the operation's run as ``lock_run`` returned it earlier in the caller's
+    transaction, if the caller holds its lock already."""
+    run = run or lock_run(operation.run_id)
     if to != operation.status:
         machines.OPERATION.check(operation.status, to)
     from_status = _update_versioned(operation, "operation", {"status": to, **(changes or {})})
@@ -138,6 +154,7 @@ def transition_operation(
         to_status=to,
         reason=reason,
         operation=operation,
+        changed=operation,
         detail=detail,
         artifacts=artifacts,
     )
@@ -258,12 +275,14 @@ def _append(
     to_status: str,
     reason: str = "",
     operation: Operation | None = None,
+    changed: Operation | None = None,
     request: HumanRequest | None = None,
     detail: dict | None = None,
     artifacts: Sequence[ArtifactRef] = (),
 ) -> Checkpoint:
     """Bump the locked run's version (applying ``changes``) and append its checkpoint,
-    and its entry in the feed of the token that opened the run's session."""
+    and its entry in the feed of the token that opened the run's session. ``changed``
+    is the operation whose row this step changed (refreshed in place), if any."""
     seq = run.version + 1
     updated = Run.objects.filter(pk=run.pk, version=run.version).update(
         version=seq, updated_at=timezone.now(), **changes
@@ -287,7 +306,9 @@ def _append(
         from_status=from_status,
         to_status=to_status,
         reason=reason,
-        state=_state(run, previous.state if previous else {}, detail, artifacts),
+        state=_state(
+            run, previous.state if previous else {}, changed, from_status, detail, artifacts
+        ),
         prev_hash=previous.hash if previous else GENESIS,
     )
     checkpoint.hash = checkpoint_hash(checkpoint)
@@ -320,39 +341,38 @@ def _logged(checkpoint: Checkpoint) -> None:
     )
 
 
+FEED_NEXT = "UPDATE {table} SET feed_seq = feed_seq + 1 WHERE id = %s RETURNING feed_seq"
+
+
 def _feed(run: Run, checkpoint: Checkpoint) -> None:
     """Number ``checkpoint`` in its token's feed. The counter's row stays locked until
     this transaction commits, so a later number never commits before an earlier one."""
     token_id = run.feed_token_id
     if token_id is None:
         return
-    counter = AgentToken.objects.filter(pk=token_id)
-    counter.update(feed_seq=F("feed_seq") + 1)
-    seq = counter.values_list("feed_seq", flat=True)[0]
+    # One statement (the ORM's update returns no values): both backends have RETURNING.
+    with connection.cursor() as cursor:
+        table = connection.ops.quote_name(AgentToken._meta.db_table)
+        cursor.execute(FEED_NEXT.format(table=table), [token_id])
+        (seq,) = cursor.fetchone()
     FeedEvent.objects.create(token_id=token_id, seq=seq, checkpoint=checkpoint)
 
 
 def _state(
-    run: Run, previous_state: dict, detail: dict | None, artifacts: Sequence[ArtifactRef]
+    run: Run,
+    previous: dict,
+    changed: Operation | None,
+    from_status: str,
+    detail: dict | None,
+    artifacts: Sequence[ArtifactRef],
 ) -> dict:
     """The state needed to continue (seed 000): the run's own fields, the operations
     not yet finished with the approvals that count for their current arguments, every
-    artifact version seen so far, and whatever this step decided or observed."""
-    pending = list(
-        Operation.objects.filter(run=run)
-        .exclude(status__in=machines.OPERATION.terminal)
-        .order_by("id")
-        .values("id", "call_id", "action", "status", "arguments_hash", "idempotency_key")
-    )
-    approvals: dict[int, list[str]] = {op["id"]: [] for op in pending}
-    for op_id, reviewer, policy in (
-        Decision.objects.filter(operation_id__in=approvals)
-        .counted_approvals()
-        .order_by("id")
-        .values_list("operation_id", "reviewer__username", "policy")
-    ):
-        approvals[op_id].append(reviewer or f"policy:{policy}")
-    artifact_versions = dict(previous_state.get("artifacts", {}))
+    artifact version seen so far, and whatever this step decided or observed. Carried
+    forward from the previous checkpoint: only ``changed`` can differ from it, since
+    every change to an operation is a checkpoint of its own (``check_invariants``
+    compares the latest state with the operations)."""
+    artifact_versions = dict(previous.get("artifacts", {}))
     for ref in artifacts:
         artifact_versions[ref.name] = {"sha256": ref.artifact.sha256, "size": ref.artifact.size}
     state = {
@@ -364,11 +384,53 @@ def _state(
             "cancel_requested": run.cancel_requested,
             "version": run.version,
         },
-        "pending_operations": [{**op, "approved_by": approvals[op["id"]]} for op in pending],
+        "pending_operations": _pending(
+            previous.get("pending_operations", []), changed, from_status
+        ),
         "artifacts": artifact_versions,
     }
     state.update(detail or {})
     return state
+
+
+def _pending(previous: list[dict], changed: Operation | None, from_status: str) -> list[dict]:
+    """The unfinished operations of the previous state, with ``changed`` as it is now.
+    Its approvals are counted again only when it was open to decisions (proposed): a
+    decision on it is recorded with its own transition, and only then."""
+    if changed is None:
+        return previous
+    others = [op for op in previous if op["id"] != changed.pk]
+    if changed.status in machines.OPERATION.terminal:
+        return others
+    carried = next((op for op in previous if op["id"] == changed.pk), None)
+    if from_status == "":  # Just proposed: nobody can have decided on it yet.
+        approved_by = []
+    elif carried is None or from_status == Operation.Status.PROPOSED:
+        approved_by = _approvals_of(changed)
+    else:
+        approved_by = carried["approved_by"]
+    entry = {
+        "id": changed.pk,
+        "call_id": changed.call_id,
+        "action": changed.action,
+        "status": changed.status,
+        "arguments_hash": changed.arguments_hash,
+        "idempotency_key": changed.idempotency_key,
+        "approved_by": approved_by,
+    }
+    return sorted([*others, entry], key=lambda op: op["id"])
+
+
+def _approvals_of(operation: Operation) -> list[str]:
+    """Who approved the operation's current arguments, in order: a reviewer's username,
+    or ``policy:<name>`` for an approval by policy."""
+    return [
+        reviewer or f"policy:{policy}"
+        for reviewer, policy in Decision.objects.filter(operation=operation)
+        .counted_approvals()
+        .order_by("id")
+        .values_list("reviewer__username", "policy")
+    ]
 
 
 def _update_versioned(target: Operation | HumanRequest, noun: str, fields: dict) -> str:
@@ -413,9 +475,12 @@ def record_run_created(*, run: Run, actor: Actor) -> Checkpoint:
 
 
 @transaction.atomic
-def record_operation_proposed(*, operation: Operation, actor: Actor) -> Checkpoint:
-    """The checkpoint that fixes what was proposed, before anyone decides on it."""
-    run = lock_run(operation.run_id)
+def record_operation_proposed(
+    *, operation: Operation, actor: Actor, run: Run | None = None
+) -> Checkpoint:
+    """The checkpoint that fixes what was proposed, before anyone decides on it;
+    ``run`` as in ``transition_operation``."""
+    run = run or lock_run(operation.run_id)
     return _append(
         run,
         {},
@@ -424,6 +489,7 @@ def record_operation_proposed(*, operation: Operation, actor: Actor) -> Checkpoi
         from_status="",
         to_status=operation.status,
         operation=operation,
+        changed=operation,
         detail={
             "proposal": {
                 "call_id": operation.call_id,

@@ -34,24 +34,53 @@ def sql(statement: str, *params) -> None:
         cursor.execute(statement, params)
 
 
-def edit_checkpoint() -> list[str]:
+def approve_behind_the_apps_back(**lookup) -> Operation:
+    operation = Operation.objects.get(**lookup)
+    sql(
+        "UPDATE runs_operation SET status = 'approved', approval_expires_at = %s WHERE id = %s",
+        operation.expires_at,
+        operation.pk,
+    )
+    return operation
+
+
+# Each tampering below returns the violations it must cause, and no others: for each, a
+# fragment of its line or a tuple of fragments of one line.
+
+
+def edit_checkpoint() -> list:
     checkpoint = Checkpoint.objects.get(run__goal__startswith="Pay invoice", seq=2)
     sql("UPDATE runs_checkpoint SET reason = 'edited' WHERE id = %s", checkpoint.pk)
-    return [f"run {checkpoint.run_id}, seq 2", "edited"]
+    return [(f"run {checkpoint.run_id}, seq 2", "edited")]
 
 
-def delete_last_checkpoint() -> list[str]:
+def delete_last_checkpoint() -> list:
     run = Run.objects.get(goal__startswith="Update the README")
     last = run.checkpoints.order_by("-seq").first()
     sql("DELETE FROM runs_checkpointartifact WHERE checkpoint_id = %s", last.pk)
     sql("DELETE FROM runs_checkpoint WHERE id = %s", last.pk)
-    return [f"run {run.pk}, seq {last.seq}", f"chain ends at seq {last.seq - 1}"]
+    return [(f"run {run.pk}, seq {last.seq}", f"chain ends at seq {last.seq - 1}")]
 
 
 def commit_without_approval() -> list[str]:
     operation = Operation.objects.get(call_id="write-readme", status="proposed")
     sql("UPDATE runs_operation SET status = 'committed' WHERE id = %s", operation.pk)
-    return [f"operation {operation.pk} (file.write) is committed with 0 of"]
+    return [
+        f"operation {operation.pk} (file.write) is committed with 0 of",
+        f"shows operation {operation.pk} as proposed, approved by nobody, but it is finished",
+    ]
+
+
+def approve_without_a_checkpoint() -> list:
+    """Nothing executed yet, every approval rule kept: only the runs' states, carried
+    forward from checkpoint to checkpoint, can see a change that made none."""
+    operation = approve_behind_the_apps_back(call_id="write-readme", status="proposed")
+    return [
+        (
+            f"run {operation.run_id}: its latest checkpoint",
+            f"shows operation {operation.pk} as proposed, approved by nobody, but it is approved",
+        )
+    ]
 
 
 def commit_on_an_approval_an_edit_retracted() -> list[str]:
@@ -69,7 +98,10 @@ def commit_on_an_approval_an_edit_retracted() -> list[str]:
             edited_arguments=arguments,
         )
     sql("UPDATE runs_operation SET status = 'committed' WHERE id = %s", operation.pk)
-    return [f"operation {operation.pk} (ledger.transfer) is committed with 1 of the 2 approvals"]
+    return [
+        f"operation {operation.pk} (ledger.transfer) is committed with 1 of the 2 approvals",
+        f"shows operation {operation.pk} as proposed, approved by reviewer2, but it is finished",
+    ]
 
 
 def delete_artifact_file() -> list[str]:
@@ -79,13 +111,11 @@ def delete_artifact_file() -> list[str]:
 
 
 def approve_in_cancelled_run() -> list[str]:
-    operation = Operation.objects.get(call_id="run-migration", run__status="cancelled")
-    sql(
-        "UPDATE runs_operation SET status = 'approved', approval_expires_at = %s WHERE id = %s",
-        operation.expires_at,
-        operation.pk,
-    )
-    return [f"operation {operation.pk} is approved but its run {operation.run_id} has ended"]
+    operation = approve_behind_the_apps_back(call_id="run-migration", run__status="cancelled")
+    return [
+        f"operation {operation.pk} is approved but its run {operation.run_id} has ended",
+        f"shows operation {operation.pk} as finished (or absent), but it is approved",
+    ]
 
 
 def move_checkpoint_to_another_project() -> list[str]:
@@ -113,6 +143,7 @@ def test_every_demo_run_has_an_unbroken_chain(demo):
         delete_last_checkpoint,
         commit_without_approval,
         commit_on_an_approval_an_edit_retracted,
+        approve_without_a_checkpoint,
         delete_artifact_file,
         approve_in_cancelled_run,
         move_checkpoint_to_another_project,
@@ -123,6 +154,11 @@ def test_tampering_is_reported_by_name_and_fails_the_check(demo, tamper):
     code, out, err = check_invariants()
     assert code == 1
     assert "all invariants hold" not in out
-    assert "1 invariant violation(s)" in err
-    for fragment in expected:
-        assert fragment in err
+    # Each expected violation (its fragments) on a line of its own, and no other.
+    lines = err.splitlines()
+    assert lines[-1] == f"{len(expected)} invariant violation(s)"
+    violations = [line for line in lines if line.startswith("violation: ")]
+    assert len(violations) == len(expected), err
+    for fragments in expected:
+        fragments = (fragments,) if isinstance(fragments, str) else fragments
+        assert any(all(f in line for f in fragments) for line in violations), (fragments, err)

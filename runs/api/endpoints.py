@@ -416,6 +416,7 @@ def claim(request, pk: int, body: s.ClaimIn):
         executor = body.executor or token(request).name
         epoch = take_lease(
             operation,
+            run=run,
             owner=executor,
             until=expires,
             actor=agent(request),
@@ -450,6 +451,7 @@ def intent(request, pk: int, body: s.IntentIn):
         if refusal is None:
             transition_operation(
                 operation=operation,
+                run=run,
                 to=Operation.Status.IN_FLIGHT,
                 event="operation.intent",
                 actor=agent(request),

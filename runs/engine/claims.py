@@ -10,16 +10,17 @@ on SQLite the immediate transaction already serialises writers. Either way the
 operation's conditional update on ``version`` lets exactly one claimant win.
 """
 
+import random
 from datetime import datetime, timedelta
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q
 
 from runs.actors import Actor
 from runs.clock import db_now
 from runs.errors import StaleVersion
 from runs.models import Operation, Run
-from runs.transitions import transition_operation
+from runs.transitions import transition_operation, try_lock_run
 
 CANDIDATES = 20
 # The checkpoint event of a claim that takes over an expired lease (/metrics counts them).
@@ -43,19 +44,20 @@ def claimable(now: datetime):
 
 
 def take_lease(
-    operation: Operation, *, owner: str, until: datetime, actor: Actor, reason: str
+    operation: Operation, *, owner: str, until: datetime, actor: Actor, reason: str, run: Run
 ) -> int:
     """Take ``operation`` for execution under a new fencing epoch (returned), leased
     to ``owner`` until ``until``: an approved one goes in flight; one already in flight
     or rolling back whose lease expired is taken over where it stands, recorded as
     ``operation.lease_taken_over``. Each claim counts as an attempt. Call it inside a
-    transaction holding the run lock."""
+    transaction holding the lock of ``run``, the operation's run."""
     takeover = operation.status != Operation.Status.APPROVED
     epoch = operation.fencing_epoch + 1
     transition_operation(
         operation=operation,
         to=operation.status if takeover else Operation.Status.IN_FLIGHT,
         event=TAKEN_OVER if takeover else "operation.status",
+        run=run,
         actor=actor,
         reason=reason,
         changes={
@@ -77,8 +79,13 @@ def take_lease(
 
 
 def claim_next(*, worker: str, lease: timedelta, now: datetime | None = None) -> Operation | None:
+    """Claim one of the oldest claimable operations. Each worker tries them in its own
+    random order: in the order of age, every worker would queue for the same one, and
+    all but the first would spend a transaction finding it taken."""
     now = now or db_now()
-    for op_id, run_id in claimable(now).values_list("pk", "run_id")[:CANDIDATES]:
+    candidates = list(claimable(now).values_list("pk", "run_id")[:CANDIDATES])
+    random.shuffle(candidates)
+    for op_id, run_id in candidates:
         operation = _claim(op_id, run_id, worker, lease, now)
         if operation is not None:
             return operation
@@ -87,10 +94,8 @@ def claim_next(*, worker: str, lease: timedelta, now: datetime | None = None) ->
 
 def _claim(op_id, run_id, worker, lease, now) -> Operation | None:
     with transaction.atomic():
-        runs = Run.objects.filter(pk=run_id)
-        if connection.features.has_select_for_update_skip_locked:
-            runs = runs.select_for_update(skip_locked=True)
-        if runs.first() is None:
+        run = try_lock_run(run_id)
+        if run is None:
             return None  # Another worker holds this run; try the next operation.
         operation = claimable(now).filter(pk=op_id).first()
         if operation is None:
@@ -98,6 +103,7 @@ def _claim(op_id, run_id, worker, lease, now) -> Operation | None:
         try:
             take_lease(
                 operation,
+                run=run,
                 owner=worker,
                 until=now + lease,
                 actor=Actor.worker(worker),

@@ -174,7 +174,7 @@ class Execution:
         """The effect and its record commit together, under the run lock and only while
         this epoch holds the lease: exactly once by construction."""
         with transaction.atomic():
-            self.lease.confirm()
+            run = self.lease.confirm()
             output, refusal = None, ""
             started = time.monotonic()
             try:
@@ -186,27 +186,31 @@ class Execution:
             reach(EXECUTED, self.op)
             effect = Effect.ABSENT if refusal else self._verify()
             reach(VERIFIED, self.op)
-            settled = self._settle(effect, output, refusal, "")
+            settled = self._settle(effect, output, refusal, "", run)
         if settled == Status.VERIFY_FAILED:
             self._roll_back(self.op.status_reason)
 
-    def _settle(self, effect: Effect, output: Any, refusal: str, error: str) -> str:
+    def _settle(
+        self, effect: Effect, output: Any, refusal: str, error: str, run: Run | None = None
+    ) -> str:
         """Record what the attempt achieved; returns the status recorded. Only the
         target's refusal says the effect did not happen: absent after it accepted the
-        call may be an effect still on its way (or already undone by someone)."""
+        call may be an effect still on its way (or already undone by someone). ``run``
+        is the run if this transaction holds its lock already."""
         if effect == Effect.APPLIED:
             result = effect.observation(output=output)
-            self._record(Status.COMMITTED, "executed and verified", result=result)
+            self._record(Status.COMMITTED, "executed and verified", result=result, run=run)
         elif refusal and not self.earlier_may_fire:
             result = Effect.ABSENT.observation(error=refusal)
-            self._record(Status.FAILED, f"the effect did not happen: {refusal}", result=result)
+            why = f"the effect did not happen: {refusal}"
+            self._record(Status.FAILED, why, result=result, run=run)
         elif effect == Effect.ABSENT and not (refusal or error):
             self._record_uncertain(
-                "the target accepted the call, but verification does not show the effect"
+                "the target accepted the call, but verification does not show the effect", run
             )
         else:
             self._record_uncertain(
-                refusal or error or "verification cannot confirm the effect as approved"
+                refusal or error or "verification cannot confirm the effect as approved", run
             )
         return self.op.status
 
@@ -221,8 +225,9 @@ class Execution:
         self._record_uncertain(why)
         self._roll_back(why)
 
-    def _record_uncertain(self, why: str) -> None:
-        self._record(Status.VERIFY_FAILED, why, result=Effect.UNCERTAIN.observation(error=why))
+    def _record_uncertain(self, why: str, run: Run | None = None) -> None:
+        result = Effect.UNCERTAIN.observation(error=why)
+        self._record(Status.VERIFY_FAILED, why, result=result, run=run)
 
     def _roll_back(self, why: str) -> None:
         """Undo or compensate, fenced like the effect itself; a step that cannot see the
@@ -333,12 +338,14 @@ class Execution:
     def _record_intent(self, snapshot: dict) -> bool:
         """Record the intent, unless the run was cancelled (False): under the run lock,
         this is the last cancel check before the effect fires."""
-        if lock_run(self.op.run_id).cancel_requested:
+        run = lock_run(self.op.run_id)
+        if run.cancel_requested:
             return False
         self.ctx.intent = snapshot
         self._record(
             Status.IN_FLIGHT,
             "precondition holds; executing",
+            run=run,
             event="operation.intent",
             changes={"intent": snapshot, "lease_expires_at": db_now() + self.lease.length},
             detail={"attempt": {"epoch": self.lease.epoch, "number": self.op.attempts}},
@@ -350,8 +357,8 @@ class Execution:
     def _not_executed(self, status: str, why: str) -> None:
         """End without the effect (precondition failed, or gave up before the intent)
         and tell the run why."""
-        self._record(status, why, result={status: why})
         run = lock_run(self.op.run_id)
+        self._record(status, why, result={status: why}, run=run)
         if run.is_terminal:
             return
         append_message(
@@ -379,7 +386,9 @@ class Execution:
         changes: dict | None = None,
         detail: dict | None = None,
         artifacts=(),
+        run: Run | None = None,
     ) -> None:
+        """Record a transition of the operation; ``run`` as in ``transition_operation``."""
         fields = dict(changes or {})
         if result is not None:
             fields["result"] = result
@@ -397,6 +406,7 @@ class Execution:
             changes=fields,
             detail=detail or None,
             artifacts=artifacts,
+            run=run,
         )
 
 

@@ -21,7 +21,7 @@ from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
 
 from runs.engine.claims import LEASED
-from runs.models import Operation
+from runs.models import Operation, Run
 from runs.transitions import lock_run
 
 log = logging.getLogger(__name__)
@@ -55,17 +55,19 @@ class Lease:
             self.lost.set()
         return bool(renewed)
 
-    def confirm(self) -> None:
-        """Immediately before an effect: renew under the run lock, or ``LeaseLost``.
-        Called inside a transaction, the lock holds until that transaction commits, so
-        an effect written in it cannot interleave with a takeover."""
+    def confirm(self) -> Run:
+        """Immediately before an effect: renew under the run lock, or ``LeaseLost``;
+        returns the locked run. Called inside a transaction, the lock holds until that
+        transaction commits, so an effect written in it cannot interleave with a
+        takeover."""
         with transaction.atomic():
-            lock_run(self.operation.run_id)
+            run = lock_run(self.operation.run_id)
             if self.lost.is_set() or not self.renew():
                 raise LeaseLost(
                     f"operation {self.operation.pk}: epoch {self.epoch} no longer holds "
                     "its lease; another worker may have taken it over"
                 )
+        return run
 
     @contextmanager
     def kept(self) -> Iterator["Lease"]:

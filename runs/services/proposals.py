@@ -166,9 +166,9 @@ def _propose(
     operation.required_approvals = needed.approvals
     operation.expires_at = now + needed.decision_timeout
     operation.save(force_insert=True)
-    record_operation_proposed(operation=operation, actor=actor)
+    record_operation_proposed(operation=operation, actor=actor, run=current)
     if operation.required_approvals == 0:
-        _auto_approve(operation, needed, now)
+        _auto_approve(operation, needed, now, current)
     elif current.status != Run.Status.WAITING:
         transition_run(
             run=current,
@@ -197,8 +197,9 @@ def _same_call(existing: Operation, proposal: Operation) -> Operation:
     return existing
 
 
-def _auto_approve(operation: Operation, needed: Requirement, now: datetime) -> None:
-    """Approval by policy is recorded as a decision by that policy, never silently."""
+def _auto_approve(operation: Operation, needed: Requirement, now: datetime, run: Run) -> None:
+    """Approval by policy is recorded as a decision by that policy, never silently
+    (in the transaction holding the lock of ``run``)."""
     label = needed.policy_label
     decision = Decision.objects.create(
         operation=operation,
@@ -209,6 +210,7 @@ def _auto_approve(operation: Operation, needed: Requirement, now: datetime) -> N
     )
     transition_operation(
         operation=operation,
+        run=run,
         to=Operation.Status.APPROVED,
         actor=Actor.policy(label),
         reason="auto-approved by policy",
