@@ -29,9 +29,10 @@ django.setup()
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
+from django.db.models import Max, Min, Q  # noqa: E402
 
 from runs.actors import Actor  # noqa: E402
-from runs.models import Account, LedgerEntry, Operation, Project  # noqa: E402
+from runs.models import Account, Checkpoint, LedgerEntry, Operation, Project  # noqa: E402
 from runs.services.proposals import propose_operation  # noqa: E402
 from runs.services.runs import open_session, start_run  # noqa: E402
 
@@ -107,12 +108,18 @@ def main() -> None:
         project, ids = prepare(args.operations)
         elapsed = drain(workers)
         committed = Operation.objects.filter(pk__in=ids, status="committed").count()
+        window = Checkpoint.objects.filter(operation_id__in=ids).aggregate(
+            first=Min("created_at", filter=Q(to_status="in_flight")),
+            last=Max("created_at", filter=Q(to_status="committed")),
+        )
+        busy = (window["last"] - window["first"]).total_seconds()
         entries = LedgerEntry.objects.filter(project=project).count()
         b = Account.objects.get(project=project, name="B").balance
         print(
             f"{workers} worker(s): {len(ids)} operations in {elapsed:6.2f} s = "
             f"{len(ids) / elapsed:6.1f} ops/s (ratio {len(ids) / elapsed / raw:.4f} of the "
-            f"limit); committed {committed}, ledger entries {entries}, B balance {b}"
+            f"limit; {len(ids) / busy:6.1f} from the first claim to the last commit); "
+            f"committed {committed}, ledger entries {entries}, B balance {b}"
         )
 
 
