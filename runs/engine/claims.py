@@ -10,7 +10,6 @@ on SQLite the immediate transaction already serialises writers. Either way the
 operation's conditional update on ``version`` lets exactly one claimant win.
 """
 
-import random
 from datetime import datetime, timedelta
 
 from django.db import transaction
@@ -79,13 +78,8 @@ def take_lease(
 
 
 def claim_next(*, worker: str, lease: timedelta, now: datetime | None = None) -> Operation | None:
-    """Claim one of the oldest claimable operations. Each worker tries them in its own
-    random order: in the order of age, every worker would queue for the same one, and
-    all but the first would spend a transaction finding it taken."""
     now = now or db_now()
-    candidates = list(claimable(now).values_list("pk", "run_id")[:CANDIDATES])
-    random.shuffle(candidates)
-    for op_id, run_id in candidates:
+    for op_id, run_id in claimable(now).values_list("pk", "run_id")[:CANDIDATES]:
         operation = _claim(op_id, run_id, worker, lease, now)
         if operation is not None:
             return operation
