@@ -38,6 +38,7 @@ from django.db import connection, transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 
+from bench.report import Figures, add_json_option  # noqa: E402
 from runs.audit.search import SORTS, encode_cursor  # noqa: E402
 from runs.models import Checkpoint, Operation, Project, Role, Run, Session  # noqa: E402
 from runs.permissions import role_group  # noqa: E402
@@ -155,7 +156,7 @@ def _checkpoints(rng, run, operation, count, users):
         )
 
 
-def timed_get(client: Client, label: str, url: str, repeat: int = 5) -> None:
+def timed_get(figures: Figures, client: Client, label: str, url: str, repeat: int = 5) -> None:
     """GET over HTTPS, as in production (plain HTTP is redirected when debug is off)."""
     times = []
     for _ in range(repeat):
@@ -165,14 +166,17 @@ def timed_get(client: Client, label: str, url: str, repeat: int = 5) -> None:
             times.append(time.perf_counter() - started)
         assert response.status_code == 200, (url, response.status_code)
     rows = response.content.count(b'href="/audit/checkpoints/')
-    first, median = times[0] * 1000, statistics.median(times) * 1000
+    first = figures.add(f"{label}: first", times[0] * 1000, "ms")
+    median = figures.add(f"{label}: median", statistics.median(times) * 1000, "ms")
+    figures.add(f"{label}: queries", len(queries), "queries")
+    figures.add(f"{label}: rows", rows, "rows")
     print(
         f"{label:<44} first {first:7.1f} ms  median {median:7.1f} ms"
         f"  {len(queries):>2} queries  {rows:>3} rows"
     )
 
 
-def export(client: Client) -> None:
+def export(figures: Figures, client: Client) -> None:
     started = time.perf_counter()
     response = client.get("/audit/export.csv", secure=True)
     size = lines = 0
@@ -183,8 +187,14 @@ def export(client: Client) -> None:
         if lines % 10_000 == 0:
             highest = max(highest, _rss_mb())
     elapsed = time.perf_counter() - started
+    label = "full CSV export"
+    figures.add(f"{label}: seconds", elapsed, "s")
+    figures.add(f"{label}: lines", lines, "lines")
+    figures.add(f"{label}: size", size / 2**20, "MB")
+    figures.add(f"{label}: memory before", before, "MB")
+    figures.add(f"{label}: memory at most", highest, "MB")
     print(
-        f"{'full CSV export':<44} {elapsed:7.1f} s  {lines:>8} lines  {size / 2**20:5.0f} MB"
+        f"{label:<44} {elapsed:7.1f} s  {lines:>8} lines  {size / 2**20:5.0f} MB"
         f"  memory {before:.0f} MB before, at most {highest:.0f} MB during"
     )
 
@@ -196,10 +206,11 @@ def _rss_mb() -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = add_json_option(argparse.ArgumentParser())
     parser.add_argument("--runs", type=int, default=50_000)
     parser.add_argument("--checkpoints", type=int, default=1_000_000)
     args = parser.parse_args()
+    figures = Figures(__file__, args)
     print(f"database: {connection.vendor} {connection.settings_dict['NAME']}")
     call_command("migrate", verbosity=0)
     call_command("collectstatic", interactive=False, verbosity=0)
@@ -210,22 +221,29 @@ def main() -> None:
     run = Run.objects.filter(project__slug="p1").order_by("pk")[args.runs // 10]
     middle = Checkpoint.objects.order_by("-created_at", "-id")[args.checkpoints // 2]
     deep = encode_cursor(SORTS["newest"].key(middle))
-    timed_get(client, "latest checkpoints (no filter)", "/audit/")
+    timed_get(figures, client, "latest checkpoints (no filter)", "/audit/")
     timed_get(
+        figures,
         client,
         "reviewer-3's approvals in November",
         "/audit/?actor=reviewer-3&decision=approve&since=2026-11-01&until=2026-11-30",
     )
     timed_get(
+        figures,
         client,
         "verification failures last quarter",
         "/audit/?status=verify_failed&since=2026-07-01&until=2026-09-30",
     )
-    timed_get(client, "one run's chain, in order", f"/audit/?run={run.pk}&sort=run")
-    timed_get(client, "free text in reasons and comments", "/audit/?q=finance")
-    timed_get(client, f"a page {args.checkpoints // 2:,} rows deep", f"/audit/?after={deep}")
-    timed_get(client, "a checkpoint page with its diff", f"/audit/checkpoints/{middle.pk}/")
-    export(client)
+    timed_get(figures, client, "one run's chain, in order", f"/audit/?run={run.pk}&sort=run")
+    timed_get(figures, client, "free text in reasons and comments", "/audit/?q=finance")
+    timed_get(
+        figures, client, f"a page {args.checkpoints // 2:,} rows deep", f"/audit/?after={deep}"
+    )
+    timed_get(
+        figures, client, "a checkpoint page with its diff", f"/audit/checkpoints/{middle.pk}/"
+    )
+    export(figures, client)
+    figures.write()
 
 
 if __name__ == "__main__":

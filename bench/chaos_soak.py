@@ -72,6 +72,7 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
+from bench.report import Figures, add_json_option  # noqa: E402
 from runs import machines  # noqa: E402
 from runs.actions.files import workspace_of  # noqa: E402
 from runs.actors import Actor  # noqa: E402
@@ -300,13 +301,19 @@ def examine(soak: Soak, applied: Counter) -> Findings:
     return found
 
 
-def report(soak: Soak, elapsed: float, found: Findings) -> bool:
+def report(soak: Soak, elapsed: float, found: Findings, figures: Figures) -> bool:
     statuses = Counter(Operation.objects.filter(pk__in=soak.ops).values_list("status", flat=True))
     checks = {name: manage(name) for name in ("check_invariants", "verify_audit_chain")}
     print(f"database: {connection.vendor}; {soak.args.workers} workers, lease {soak.args.lease} s")
-    rate = 60 * len(soak.ops) / elapsed
+    figures.add("operations", len(soak.ops), "operations")
+    figures.add("seconds", elapsed, "s")
+    rate = figures.add("operations per minute", 60 * len(soak.ops) / elapsed, "operations/min")
     print(f"operations: {len(soak.ops)} in {elapsed:.0f} s ({rate:.0f}/min)")
+    for status, count in statuses.most_common():
+        figures.add(f"operations {status}", count, "operations")
     print("  " + ", ".join(f"{status} {count}" for status, count in statuses.most_common()))
+    figures.add("kills", soak.kills, "kills")
+    figures.add("stops past the lease", soak.stops, "stops")
     print(f"kills: {soak.kills}, stops past the lease: {soak.stops}")
     for label, items in (
         ("duplicates", found.duplicates),
@@ -314,11 +321,12 @@ def report(soak: Soak, elapsed: float, found: Findings) -> bool:
         ("invented effects", found.invented),
         ("leftovers", found.leftovers),
     ):
-        print(f"{label}: {len(items)}")
+        print(f"{label}: {figures.add(label, len(items), 'items')}")
         for item in items[:10]:
             print(f"  {item}")
     for name, result in checks.items():
-        print(f"{name}: {'pass' if result.returncode == 0 else 'FAIL'}")
+        passed = figures.add(f"{name} passed", result.returncode == 0, None)
+        print(f"{name}: {'pass' if passed else 'FAIL'}")
         if result.returncode:
             print(result.stderr.strip()[:2000])
     clean = not (found.duplicates or found.lost or found.invented or found.leftovers)
@@ -326,13 +334,14 @@ def report(soak: Soak, elapsed: float, found: Findings) -> bool:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = add_json_option(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
     parser.add_argument("--seconds", type=float, default=300)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--lease", type=float, default=2)
     parser.add_argument("--strike-every", type=float, default=1.0, help="mean seconds")
     parser.add_argument("--seed", type=int, default=2026)
     args = parser.parse_args()
+    figures = Figures(__file__, args)
     os.environ["OVERSIGHT_LEASE_SECONDS"] = str(max(1, round(args.lease)))
     host, port = TARGET.split(":")
     target = make_server(host, int(port))
@@ -347,7 +356,8 @@ def main() -> None:
                     worker.send_signal(signal.SIGCONT)
                     worker.kill()
         found = examine(soak, target.RequestHandlerClass.state.applied)
-        passed = report(soak, elapsed, found)
+        passed = report(soak, elapsed, found, figures)
+    figures.write()
     target.shutdown()
     sys.exit(0 if passed else 1)
 

@@ -1,5 +1,6 @@
 """How fast the foundation writes state changes, each one a short transaction with its
-hash-chained checkpoint. Uses a throwaway SQLite file (or DATABASE_URL's database,
+hash-chained checkpoint, beside the rate of plain durable commits measured in the same
+run (each rate's ratio to it). Uses a throwaway SQLite file (or DATABASE_URL's database,
 into which it writes a bench project).
 
     .venv/bin/python bench/checkpoint_writes.py [--runs 200] [--messages 10]
@@ -10,6 +11,7 @@ import os
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -25,6 +27,7 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
+from bench.report import Figures, add_json_option  # noqa: E402
 from runs.actors import Actor  # noqa: E402
 from runs.models import Checkpoint, Project, Role  # noqa: E402
 from runs.permissions import role_group  # noqa: E402
@@ -35,18 +38,12 @@ from runs.services.runs import append_message, finish_run, open_session, start_r
 AGENT = Actor.agent("bench")
 
 
-def timed(label: str, count: int, unit: str, work) -> None:
-    started = time.perf_counter()
-    work()
-    elapsed = time.perf_counter() - started
-    print(f"{label:<44} {count:>7} {unit:<12} {elapsed:7.2f} s  {count / elapsed:9.0f} {unit}/s")
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = add_json_option(argparse.ArgumentParser())
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--messages", type=int, default=10)
     args = parser.parse_args()
+    figures = Figures(__file__, args)
     call_command("migrate", verbosity=0)
     User = get_user_model()
     suffix = str(time.time_ns())
@@ -90,12 +87,16 @@ def main() -> None:
             finish_run(run=run, status="completed", actor=AGENT)
 
     print(f"database: {connection.vendor} {connection.settings_dict['NAME']}")
+    figures.limit()
+    timed = partial(figures.timed, width=12, limited=True)
     timed("start run (2 checkpoints each)", args.runs, "runs", start)
     timed("append message", args.runs * args.messages, "messages", talk)
     timed("propose + approve (5 checkpoints each)", args.runs, "operations", propose_and_approve)
     timed("finish run (cancel op, 4 checkpoints each)", args.runs, "runs", finish)
     total = Checkpoint.objects.filter(run__project=project).count()
+    figures.add("checkpoints written", total, "checkpoints")
     print(f"checkpoints written: {total}")
+    figures.write()
 
 
 if __name__ == "__main__":

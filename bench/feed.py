@@ -1,6 +1,7 @@
 """How fast a token's feed is written and read. Writes checkpoints on runs whose
 session has an agent token (each also numbers a feed event under the token's counter
-lock) and, for comparison, on runs of a session without one (no feed); then reads the
+lock) and, for comparison, on runs of a session without one (no feed), each write rate
+beside plain durable commits measured in the same run (its ratio to them); then reads the
 whole feed through the API (``GET /api/v1/events``), a page at a time. Uses a
 throwaway SQLite file (or DATABASE_URL's database, into which it writes a bench
 project).
@@ -13,6 +14,7 @@ import os
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -29,6 +31,7 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 
+from bench.report import Figures, add_json_option  # noqa: E402
 from runs.actors import Actor  # noqa: E402
 from runs.models import AgentToken, FeedEvent, Project, Role  # noqa: E402
 from runs.permissions import role_group  # noqa: E402
@@ -36,13 +39,6 @@ from runs.services.runs import open_session, start_run  # noqa: E402
 from runs.transitions import record_run_event  # noqa: E402
 
 AGENT = Actor.agent("bench")
-
-
-def timed(label: str, count: int, unit: str, work) -> None:
-    started = time.perf_counter()
-    work()
-    elapsed = time.perf_counter() - started
-    print(f"{label:<44} {count:>7} {unit:<8} {elapsed:7.2f} s  {count / elapsed:9.0f} {unit}/s")
 
 
 def write(session, runs: int, events: int) -> None:
@@ -67,11 +63,12 @@ def read_all(plain: str, page: int) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = add_json_option(argparse.ArgumentParser())
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--events", type=int, default=50, help="checkpoints per run")
     parser.add_argument("--page", type=int, default=500)
     args = parser.parse_args()
+    figures = Figures(__file__, args)
     call_command("migrate", verbosity=0)
     suffix = str(time.time_ns())
     project = Project.objects.create(slug=f"bench-{suffix}", name="Bench")
@@ -83,17 +80,21 @@ def main() -> None:
     total = args.runs * (args.events + 2)  # Each run's start writes two checkpoints.
 
     print(f"database: {connection.vendor} {connection.settings_dict['NAME']}")
+    figures.limit()
+    timed = partial(figures.timed, width=8)
     timed(
         "checkpoints, no token (no feed)",
         total,
         "events",
         lambda: write(unfed, args.runs, args.events),
+        limited=True,
     )
     timed(
         "checkpoints with their feed events",
         total,
         "events",
         lambda: write(fed, args.runs, args.events),
+        limited=True,
     )
     read = []
     timed(
@@ -103,9 +104,11 @@ def main() -> None:
         lambda: read.append(read_all(plain, args.page)),
     )
     seqs = list(FeedEvent.objects.filter(token=token).values_list("seq", flat=True))
-    print(
-        f"feed events: {len(seqs)}, read: {read[0]}, gapless: {seqs == list(range(1, total + 1))}"
-    )
+    figures.add("feed events", len(seqs), "events")
+    figures.add("feed events: read", read[0], "events")
+    gapless = figures.add("feed events: gapless", seqs == list(range(1, total + 1)), None)
+    print(f"feed events: {len(seqs)}, read: {read[0]}, gapless: {gapless}")
+    figures.write()
 
 
 if __name__ == "__main__":

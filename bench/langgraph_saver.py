@@ -35,6 +35,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
 from langgraph.graph import START, StateGraph  # noqa: E402
 from langgraph.types import Command, interrupt  # noqa: E402
 
+from bench.report import Figures, add_json_option  # noqa: E402
 from graphs.saver import OversightSaver  # noqa: E402
 from runs.models import Project  # noqa: E402
 
@@ -124,11 +125,12 @@ def measure(savers: dict, args) -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = add_json_option(argparse.ArgumentParser())
     parser.add_argument("--steps", type=int, default=2000, help="checkpoints in the thread")
     parser.add_argument("--cycles", type=int, default=200, help="invoke+resume cycles")
     parser.add_argument("--repeat", type=int, default=3, help="rounds: the best of each")
     args = parser.parse_args()
+    figures = Figures(__file__, args)
     call_command("migrate", verbosity=0)
     suffix = str(time.time_ns())
     Project.objects.create(slug=f"bench-{suffix}", name="Bench")
@@ -142,13 +144,18 @@ def main() -> None:
 
     print(f"database: {connection.vendor} {connection.settings_dict['NAME']}")
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}")
-    figures = measure({"SqliteSaver": baseline, "Oversight": ours}, args)
+    best = measure({"SqliteSaver": baseline, "Oversight": ours}, args)
     print(f"{'':<26} {'SqliteSaver':>12} {'Oversight':>12} {'ratio':>7}")
-    for name, base in figures["SqliteSaver"].items():
-        mine = figures["Oversight"][name]
+    for name, base in best["SqliteSaver"].items():
+        mine = best["Oversight"][name]
         # Above 1 means Oversight is faster: a rate divides the other way from a time.
         ratio = mine / base if name.endswith("/s") else base / mine
+        what, unit = name.rsplit(" ", 1)
+        figures.add(f"{what}: SqliteSaver", base, unit)
+        figures.add(f"{what}: Oversight", mine, unit)
+        figures.add(f"{what}: ratio (above 1: Oversight is faster)", ratio, "ratio")
         print(f"{name:<26} {base:>12,.3f} {mine:>12,.3f} {ratio:>7.2f}")
+    figures.write()
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.test import Client  # noqa: E402
 
+from bench.report import Figures, add_json_option  # noqa: E402
 from runs.actors import Actor  # noqa: E402
 from runs.models import AgentToken, Operation, Project, Role  # noqa: E402
 from runs.permissions import role_group  # noqa: E402
@@ -121,13 +122,14 @@ def get(url: str, headers: dict, timeout: float) -> tuple[int, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = add_json_option(argparse.ArgumentParser())
     parser.add_argument(
         "--server", choices=["serve", "runserver", "gunicorn-sync"], default="serve"
     )
     parser.add_argument("--waits", type=int, default=400)
     parser.add_argument("--wait-seconds", type=int, default=20)
     args = parser.parse_args()
+    figures = Figures(__file__, args)
     call_command("migrate", verbosity=0)
     call_command("collectstatic", interactive=False, verbosity=0)
     waiting, cookie = stage(max(1, args.waits // 4))
@@ -165,6 +167,7 @@ def main() -> None:
         server.terminate()
         server.wait()
     print(f"server: {args.server}, database: {django.db.connection.vendor}")
+    figures.add("tokens", len(waiting), "tokens")
     print(
         f"{args.waits} waits of {args.wait_seconds} s by {len(waiting)} tokens "
         f"(caps: {settings.OVERSIGHT_API_MAX_WAITS_PER_TOKEN} per token, "
@@ -175,16 +178,25 @@ def main() -> None:
         label = {200: "answered after waiting", 429: "refused at once (429)", 0: "no answer"}.get(
             status, "other"
         )
+        name = f"{status} {label}"
+        figures.add(name, len(times), "waits")
+        median = figures.add(f"{name}: median", statistics.median(times), "s")
+        longest = figures.add(f"{name}: max", max(times), "s")
         print(
             f"  {status:>3} {label:<24} {len(times):>5}  "
-            f"median {statistics.median(times):6.2f} s  max {max(times):6.2f} s"
+            f"median {median:6.2f} s  max {longest:6.2f} s"
         )
     times = [t for _, t in page]
+    name = "/approvals/ during the waits"
+    figures.add(f"{name}: loads", len(page), "loads")
+    statuses = figures.add(f"{name}: statuses", sorted({s for s, _ in page}), None)
+    median = figures.add(f"{name}: median", statistics.median(times) * 1000, "ms")
+    longest = figures.add(f"{name}: max", max(times) * 1000, "ms")
     print(
-        f"/approvals/ during the waits: {len(page)} loads, "
-        f"statuses {sorted({s for s, _ in page})}, "
-        f"median {statistics.median(times) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms"
+        f"{name}: {len(page)} loads, statuses {statuses}, "
+        f"median {median:.0f} ms, max {longest:.0f} ms"
     )
+    figures.write()
 
 
 if __name__ == "__main__":

@@ -28,9 +28,10 @@ django.setup()
 
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
-from django.db import connection, transaction  # noqa: E402
+from django.db import connection  # noqa: E402
 from django.db.models import Max, Min, Q  # noqa: E402
 
+from bench.report import Figures, add_json_option  # noqa: E402
 from runs.actors import Actor  # noqa: E402
 from runs.models import Account, Checkpoint, LedgerEntry, Operation, Project  # noqa: E402
 from runs.services.proposals import propose_operation  # noqa: E402
@@ -67,22 +68,6 @@ def prepare(operations: int) -> tuple[Project, list[int]]:
     return project, ids
 
 
-def raw_commits_per_second(count: int = 500) -> float:
-    """The limit the pipeline is measured against: durable commits of one small row
-    each, one after another, on the same database with the same settings."""
-    with connection.cursor() as cursor:
-        cursor.execute("CREATE TABLE IF NOT EXISTS bench_raw_commit (id INTEGER PRIMARY KEY)")
-        cursor.execute("DELETE FROM bench_raw_commit")
-    started = time.perf_counter()
-    for n in range(count):
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute("INSERT INTO bench_raw_commit (id) VALUES (%s)", [n])
-    elapsed = time.perf_counter() - started
-    with connection.cursor() as cursor:
-        cursor.execute("DROP TABLE bench_raw_commit")
-    return count / elapsed
-
-
 def drain(workers: int) -> float:
     started = time.perf_counter()
     processes = [
@@ -96,14 +81,14 @@ def drain(workers: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = add_json_option(argparse.ArgumentParser())
     parser.add_argument("--operations", type=int, default=500)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
     args = parser.parse_args()
+    figures = Figures(__file__, args)
     call_command("migrate", verbosity=0)
     print(f"database: {connection.vendor} {connection.settings_dict['NAME']}")
-    raw = raw_commits_per_second()
-    print(f"raw durable commits: {raw:7.1f} /s (one row per transaction; the limit)")
+    figures.limit()
     for workers in args.workers:
         project, ids = prepare(args.operations)
         elapsed = drain(workers)
@@ -115,12 +100,24 @@ def main() -> None:
         busy = (window["last"] - window["first"]).total_seconds()
         entries = LedgerEntry.objects.filter(project=project).count()
         b = Account.objects.get(project=project, name="B").balance
+        name = f"{workers} worker(s)"
+        figures.add(f"{name}: operations", len(ids), "operations")
+        figures.add(f"{name}: seconds", elapsed, "s")
+        rate = figures.add(name, len(ids) / elapsed, "ops/s")
+        ratio = figures.ratio(name, rate)
+        claimed = figures.add(
+            f"{name}: from the first claim to the last commit", len(ids) / busy, "ops/s"
+        )
+        figures.add(f"{name}: committed", committed, "operations")
+        figures.add(f"{name}: ledger entries", entries, "entries")
+        figures.add(f"{name}: B balance", str(b), "units")
         print(
-            f"{workers} worker(s): {len(ids)} operations in {elapsed:6.2f} s = "
-            f"{len(ids) / elapsed:6.1f} ops/s (ratio {len(ids) / elapsed / raw:.4f} of the "
-            f"limit; {len(ids) / busy:6.1f} from the first claim to the last commit); "
+            f"{name}: {len(ids)} operations in {elapsed:6.2f} s = "
+            f"{rate:6.1f} ops/s (ratio {ratio:.4f} of the "
+            f"limit; {claimed:6.1f} from the first claim to the last commit); "
             f"committed {committed}, ledger entries {entries}, B balance {b}"
         )
+    figures.write()
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """Every benchmark under bench/ runs, at a tiny size, on the suite's database backend:
 a benchmark that no longer runs is found here, not the day someone needs its figures.
 The chaos soak also passes its own checks (no duplicate, lost or invented effect, no
-leftover, invariants and audit chain intact), so this is CI's short soak."""
+leftover, invariants and audit chain intact), so this is CI's short soak. Each run also
+writes its figures with ``--json``, and the document says what the text says."""
 
+import json
 import os
 import re
 import subprocess
@@ -34,9 +36,12 @@ def bench_env(var_dir) -> dict[str, str]:
     return env
 
 
-def run_bench(script: str, *args: str, tmp_path, timeout: float = 240) -> str:
+def run_bench(script: str, *args: str, tmp_path, timeout: float = 240) -> tuple[str, dict]:
+    """The bench's printed text and its ``--json`` document, whose frame is checked
+    here: this bench, this database, one figure a name, each a name, value and unit."""
+    path = tmp_path / "figures.json"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / script), *args],
+        [sys.executable, str(ROOT / "bench" / script), *args, "--json", str(path)],
         cwd=ROOT,
         env=bench_env(tmp_path),
         capture_output=True,
@@ -44,34 +49,110 @@ def run_bench(script: str, *args: str, tmp_path, timeout: float = 240) -> str:
         timeout=timeout,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    document = json.loads(path.read_text())
+    assert list(document) == ["bench", "database", "arguments", "figures"]
+    assert document["bench"] == script.removesuffix(".py")
+    assert document["database"] == connection.vendor
+    names = [figure["name"] for figure in document["figures"]]
+    assert len(set(names)) == len(names), names
+    assert all(list(figure) == ["name", "value", "unit"] for figure in document["figures"])
+    return done.stdout, document
+
+
+def by_name(document: dict) -> dict[str, dict]:
+    """The document's figures: name -> {"value": ..., "unit": ...}."""
+    return {f["name"]: {"value": f["value"], "unit": f["unit"]} for f in document["figures"]}
+
+
+def printed(pattern: str, out: str) -> str:
+    """The one group of ``pattern``, searched line by line in the printed text."""
+    found = re.search(pattern, out, re.M)
+    assert found, (pattern, out)
+    return found.group(1)
+
+
+def assert_limit(out: str, figures: dict, name: str) -> None:
+    """The limit measured in the same run, and ``name``'s ratio to it, agree between
+    the text and the JSON."""
+    limit = figures["raw durable commits"]
+    assert limit["unit"] == "commits/s"
+    text = printed(
+        r"^raw durable commits: +([\d.]+) /s \(one row per transaction; the limit\)$", out
+    )
+    assert text == f"{limit['value']:.1f}"
+    ratio = figures[f"{name}: ratio to the limit"]
+    assert ratio == {"value": figures[name]["value"] / limit["value"], "unit": "ratio"}
+    text = printed(rf"^{re.escape(name)}[ :].* \(ratio (\d\.\d{{4}}) of the limit[;)]", out)
+    assert text == f"{ratio['value']:.4f}"
 
 
 def test_checkpoint_writes(tmp_path):
-    out = run_bench("checkpoint_writes.py", "--runs", "3", "--messages", "2", tmp_path=tmp_path)
+    out, document = run_bench(
+        "checkpoint_writes.py", "--runs", "3", "--messages", "2", tmp_path=tmp_path
+    )
     assert f"database: {connection.vendor}" in out
+    assert document["arguments"] == {"runs": 3, "messages": 2}
+    figures = by_name(document)
+    for label, count, unit in (
+        ("start run (2 checkpoints each)", 3, "runs"),
+        ("append message", 6, "messages"),
+        ("propose + approve (5 checkpoints each)", 3, "operations"),
+        ("finish run (cancel op, 4 checkpoints each)", 3, "runs"),
+    ):
+        assert figures[f"{label}: {unit}"] == {"value": count, "unit": unit}
+        assert figures[label]["unit"] == f"{unit}/s"
+        assert_limit(out, figures, label)
+    written = int(printed(r"^checkpoints written: (\d+)$", out))
+    assert figures["checkpoints written"] == {"value": written, "unit": "checkpoints"}
 
 
 def test_feed(tmp_path):
-    out = run_bench("feed.py", "--runs", "3", "--events", "4", "--page", "5", tmp_path=tmp_path)
+    out, document = run_bench(
+        "feed.py", "--runs", "3", "--events", "4", "--page", "5", tmp_path=tmp_path
+    )
     assert f"database: {connection.vendor}" in out
     assert "feed events: 18, read: 18, gapless: True" in out
+    assert document["arguments"] == {"runs": 3, "events": 4, "page": 5}
+    figures = by_name(document)
+    assert figures["feed events"] == {"value": 18, "unit": "events"}
+    assert figures["feed events: read"] == {"value": 18, "unit": "events"}
+    assert figures["feed events: gapless"] == {"value": True, "unit": None}
+    assert_limit(out, figures, "checkpoints, no token (no feed)")
+    assert_limit(out, figures, "checkpoints with their feed events")
+    assert figures["feed read through the API, 5 a page: events"] == {"value": 18, "unit": "events"}
 
 
 def test_worker_drain(tmp_path):
-    out = run_bench("worker_drain.py", "--operations", "10", "--workers", "2", tmp_path=tmp_path)
-    assert "committed 10, ledger entries 10" in out
-    assert re.search(r"^raw durable commits: +[\d.]+ /s", out, re.M), out
-    assert re.search(r"ops/s \(ratio 0\.\d{4} of the limit\)", out), out
+    out, document = run_bench(
+        "worker_drain.py", "--operations", "10", "--workers", "2", tmp_path=tmp_path
+    )
+    assert "committed 10, ledger entries 10, B balance 10.00" in out
+    assert document["arguments"] == {"operations": 10, "workers": [2]}
+    figures = by_name(document)
+    assert figures["2 worker(s): operations"] == {"value": 10, "unit": "operations"}
+    assert figures["2 worker(s): committed"] == {"value": 10, "unit": "operations"}
+    assert figures["2 worker(s): ledger entries"] == {"value": 10, "unit": "entries"}
+    assert figures["2 worker(s): B balance"] == {"value": "10.00", "unit": "units"}
+    rate = printed(r"^2 worker\(s\): 10 operations in +[\d.]+ s = +([\d.]+) ops/s", out)
+    assert rate == f"{figures['2 worker(s)']['value']:.1f}"
+    assert_limit(out, figures, "2 worker(s)")
 
 
 def test_audit_queries(tmp_path):
-    out = run_bench("audit_queries.py", "--runs", "50", "--checkpoints", "500", tmp_path=tmp_path)
-    assert "full CSV export" in out
+    out, document = run_bench(
+        "audit_queries.py", "--runs", "50", "--checkpoints", "500", tmp_path=tmp_path
+    )
+    assert document["arguments"] == {"runs": 50, "checkpoints": 500}
+    figures = by_name(document)
+    lines = printed(r"^full CSV export +[\d.]+ s +(\d+) lines", out)
+    assert figures["full CSV export: lines"] == {"value": int(lines), "unit": "lines"}
+    rows = printed(r"^latest checkpoints \(no filter\) .* queries +(\d+) rows$", out)
+    assert figures["latest checkpoints (no filter): rows"] == {"value": int(rows), "unit": "rows"}
+    assert int(rows) == 50  # A full first page.
 
 
 def test_chaos_soak(tmp_path):
-    out = run_bench(
+    out, document = run_bench(
         "chaos_soak.py", "--seconds", "15", "--workers", "3", "--lease", "1", tmp_path=tmp_path
     )
     for clean in ("duplicates: 0", "lost effects: 0", "invented effects: 0", "leftovers: 0"):
@@ -79,17 +160,48 @@ def test_chaos_soak(tmp_path):
     assert "check_invariants: pass" in out and "verify_audit_chain: pass" in out
     kills, stops = out.split("kills: ")[1].split("\n")[0].split(", stops past the lease: ")
     assert int(kills) > 0 and int(stops) > 0
+    assert document["arguments"] == {
+        "seconds": 15,
+        "workers": 3,
+        "lease": 1,
+        "strike_every": 1.0,
+        "seed": 2026,
+    }
+    figures = by_name(document)
+    for label in ("duplicates", "lost effects", "invented effects", "leftovers"):
+        assert figures[label] == {"value": 0, "unit": "items"}
+    assert figures["check_invariants passed"] == {"value": True, "unit": None}
+    assert figures["verify_audit_chain passed"] == {"value": True, "unit": None}
+    assert figures["kills"] == {"value": int(kills), "unit": "kills"}
+    assert figures["stops past the lease"] == {"value": int(stops), "unit": "stops"}
+    operations = printed(r"^operations: (\d+) in ", out)
+    assert figures["operations"] == {"value": int(operations), "unit": "operations"}
 
 
 def test_long_polls(tmp_path):
-    out = run_bench("long_polls.py", "--waits", "6", "--wait-seconds", "1", tmp_path=tmp_path)
+    out, document = run_bench(
+        "long_polls.py", "--waits", "6", "--wait-seconds", "1", tmp_path=tmp_path
+    )
     assert re.search(r"200 answered after waiting +6 ", out), out
-    assert re.search(r"/approvals/ during the waits: \d+ loads, statuses \[200\]", out), out
+    loads = printed(r"/approvals/ during the waits: (\d+) loads, statuses \[200\]", out)
+    assert document["arguments"] == {"server": "serve", "waits": 6, "wait_seconds": 1}
+    figures = by_name(document)
+    assert figures["200 answered after waiting"] == {"value": 6, "unit": "waits"}
+    assert figures["/approvals/ during the waits: loads"] == {"value": int(loads), "unit": "loads"}
+    assert figures["/approvals/ during the waits: statuses"] == {"value": [200], "unit": None}
 
 
 def test_langgraph_saver(tmp_path):
-    out = run_bench(
+    out, document = run_bench(
         "langgraph_saver.py", "--steps", "20", "--cycles", "2", "--repeat", "1", tmp_path=tmp_path
     )
     assert f"database: {connection.vendor}" in out
     assert re.search(r"^invoke\+resume ms/cycle +[\d.,]+ +[\d.,]+ +[\d.]+$", out, re.M), out
+    assert document["arguments"] == {"steps": 20, "cycles": 2, "repeat": 1}
+    figures = by_name(document)
+    base, mine = figures["invoke+resume: SqliteSaver"], figures["invoke+resume: Oversight"]
+    assert base["unit"] == mine["unit"] == "ms/cycle"
+    ratio = figures["invoke+resume: ratio (above 1: Oversight is faster)"]
+    assert ratio == {"value": base["value"] / mine["value"], "unit": "ratio"}
+    text = printed(r"^invoke\+resume ms/cycle +[\d.,]+ +[\d.,]+ +([\d.]+)$", out)
+    assert text == f"{ratio['value']:.2f}"
