@@ -10,7 +10,10 @@ Every change here (runs, operations, human requests, alerts), in one short trans
 4. bumps the run's version and appends the checkpoint whose ``seq`` is that version,
    and, for a run opened with an agent token, the entry of that token's feed.
 
-Callers pass the instance they hold; it is refreshed in place on success.
+Callers pass the instance they hold; it is refreshed in place on success. Inside a
+caller's transaction a change takes no savepoint of its own (two statements each): a
+failure here dooms the caller's transaction, up to its nearest savepoint, and no
+caller goes on writing in it after catching one.
 """
 
 import logging
@@ -74,7 +77,7 @@ def _lockable(runs, skip_locked: bool = False):
     )
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)
 def transition_run(
     *,
     run: Run,
@@ -124,7 +127,7 @@ def transition_run(
     return checkpoint
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)
 def transition_operation(
     *,
     operation: Operation,
@@ -160,7 +163,7 @@ def transition_operation(
     )
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)
 def transition_alert(
     *, alert: Alert, to: str, actor: Actor, reason: str, changes: dict | None = None
 ) -> Checkpoint:
@@ -184,7 +187,7 @@ def transition_alert(
     )
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)
 def transition_request(
     *,
     request: HumanRequest,
@@ -212,7 +215,7 @@ def transition_request(
     )
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)
 def record_request_created(*, request: HumanRequest, actor: Actor) -> Checkpoint:
     """The checkpoint that fixes what was asked, before anyone answers."""
     run = lock_run(request.run_id)
@@ -237,7 +240,7 @@ def record_request_created(*, request: HumanRequest, actor: Actor) -> Checkpoint
     )
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)
 def record_run_event(
     *,
     run: Run,
@@ -456,7 +459,7 @@ def _refresh(target, changes: dict) -> None:
         setattr(target, field, value)
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)
 def record_run_created(*, run: Run, actor: Actor) -> Checkpoint:
     """The first checkpoint of a run (seq 1): from nothing to its initial status."""
     current = lock_run(run.pk)
@@ -474,7 +477,7 @@ def record_run_created(*, run: Run, actor: Actor) -> Checkpoint:
     return checkpoint
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)
 def record_operation_proposed(
     *, operation: Operation, actor: Actor, run: Run | None = None
 ) -> Checkpoint:
