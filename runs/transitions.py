@@ -148,6 +148,8 @@ def transition_operation(
     if to != operation.status:
         machines.OPERATION.check(operation.status, to)
     from_status = _update_versioned(operation, "operation", {"status": to, **(changes or {})})
+    if to == Operation.Status.APPROVED and operation.executor == Operation.Executor.SERVER:
+        _announce_work()
     return _append(
         run,
         {},
@@ -342,6 +344,18 @@ def _logged(checkpoint: Checkpoint) -> None:
             "event": checkpoint.event,
         },
     )
+
+
+# Idle workers LISTEN here on PostgreSQL (runs.engine.wakeup).
+WORK_CHANNEL = "oversight_work"
+
+
+def _announce_work() -> None:
+    """Wake the idle workers when this transaction commits (PostgreSQL delivers a
+    notification then, and only then); SQLite's workers see the commit itself."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, '')", [WORK_CHANNEL])
 
 
 FEED_NEXT = "UPDATE {table} SET feed_seq = feed_seq + 1 WHERE id = %s RETURNING feed_seq"

@@ -9,7 +9,7 @@ import time
 import pytest
 from django.db import connection
 
-from runs.models import ApprovalPolicy, Checkpoint, Operation
+from runs.models import ApprovalPolicy, Checkpoint, Operation, WorkerHeartbeat
 from runs.services.runs import start_run
 from tests.conftest import AGENT, http_arguments
 from tests.processes import ROOT, child_env
@@ -75,6 +75,26 @@ def assert_each_executed_once(operations: list[Operation], target) -> None:
     claims = Checkpoint.objects.filter(operation_id__in=ids, to_status="in_flight")
     assert claims.filter(event="operation.status").count() == len(operations)
     assert not claims.filter(event="operation.lease_taken_over").exists()
+
+
+def test_an_idle_worker_carries_out_an_approval_at_once_not_at_its_next_look(auto_approved):
+    """On PostgreSQL the worker LISTENs for the approval, on SQLite it sees the commit.
+    Its idle interval here is a minute: only a wake-up commits the operation sooner."""
+    [worker] = start_workers(1, "--idle-seconds", "60")
+    try:
+        deadline = time.monotonic() + 30
+        while not WorkerHeartbeat.objects.filter(name="w0").exists():
+            assert worker.poll() is None and time.monotonic() < deadline, worker.stderr.read()
+            time.sleep(0.05)
+        time.sleep(1)  # It has looked for work, found none, and waits.
+        [operation] = auto_approved(1, 1)
+        approved = time.monotonic()
+        while Operation.objects.get(pk=operation.pk).status != Operation.Status.COMMITTED:
+            assert time.monotonic() - approved < 20, "the worker slept through the approval"
+            time.sleep(0.02)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+    wait_all([worker], timeout=10)  # SIGTERM ends even a minute's wait at once.
 
 
 def test_two_workers_racing_execute_each_operation_once(auto_approved, target):

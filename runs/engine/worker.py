@@ -22,6 +22,7 @@ from runs.engine.executor import Execution
 from runs.engine.lease import LeaseLost
 from runs.engine.notifications import notify_reviewers
 from runs.engine.sweeper import sweep_agent_operations
+from runs.engine.wakeup import Wakeup
 from runs.errors import StaleVersion
 from runs.logs import about
 from runs.models import WorkerHeartbeat
@@ -41,6 +42,7 @@ class Worker:
         self.next_housekeeping = 0.0
         self.next_due = 0.0
         self.busy = False  # The last step drove an operation.
+        self.wakeup = Wakeup()
 
     def step(self) -> bool:
         """Do the housekeeping, then drive one operation; say whether there was work.
@@ -112,13 +114,14 @@ class Worker:
         while not self.stopping:
             close_old_connections()
             try:
+                self.wakeup.watch()
                 did_work = self.step()
             except Exception:
                 # The operation keeps its lease and is taken over when it expires.
                 log.exception("worker %s: step failed", self.name)
                 did_work = False
             if not did_work:
-                time.sleep(idle_seconds)
+                self.wakeup.wait(idle_seconds, stopped=lambda: self.stopping)
         log.info("worker %s stopped", self.name)
 
     def _stop(self, signum, _frame) -> None:
