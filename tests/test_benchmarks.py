@@ -138,6 +138,18 @@ def test_worker_drain(tmp_path):
     assert_limit(out, figures, "2 worker(s)")
 
 
+def test_approval_latency(tmp_path):
+    out, document = run_bench("approval_latency.py", "--samples", "3", tmp_path=tmp_path)
+    assert f"database: {connection.vendor}" in out
+    assert document["arguments"] == {"samples": 3}
+    figures = by_name(document)
+    assert figures["approvals"] == {"value": 3, "unit": "approvals"}
+    median, worst = figures["approval to commit: median"], figures["approval to commit: max"]
+    assert median["unit"] == worst["unit"] == "ms" and 0 < median["value"] <= worst["value"]
+    text = printed(r"^approval to commit, idle worker: median ([\d.]+) ms, .* over 3 ", out)
+    assert text == f"{median['value']:.1f}"
+
+
 def test_audit_queries(tmp_path):
     out, document = run_bench(
         "audit_queries.py", "--runs", "50", "--checkpoints", "500", tmp_path=tmp_path
