@@ -37,6 +37,11 @@ class Wakeup:
                 with connection.cursor() as cursor:
                     cursor.execute(f"LISTEN {WORK_CHANNEL}")
                 self.listening = connection.connection
+            # What was announced before this step, the step will find: only a later
+            # announcement may wake the wait after it (a busy worker's backlog would
+            # otherwise wake it once for each approval it has already carried out).
+            for _ in self.listening.notifies(timeout=0):
+                pass
         elif connection.vendor == "sqlite":
             self.seen = (connection.connection, self._data_version())
 
