@@ -77,24 +77,56 @@ def assert_each_executed_once(operations: list[Operation], target) -> None:
     assert not claims.filter(event="operation.lease_taken_over").exists()
 
 
-def test_an_idle_worker_carries_out_an_approval_at_once_not_at_its_next_look(auto_approved):
-    """On PostgreSQL the worker LISTENs for the approval, on SQLite it sees the commit.
-    Its idle interval here is a minute: only a wake-up commits the operation sooner."""
+def idle_worker() -> subprocess.Popen:
+    """A worker whose idle interval is a minute, once it has looked for work, found
+    none, and waits: only a wake-up makes it look again sooner."""
     [worker] = start_workers(1, "--idle-seconds", "60")
+    deadline = time.monotonic() + 30
+    while not WorkerHeartbeat.objects.filter(name="w0").exists():
+        assert worker.poll() is None and time.monotonic() < deadline, worker.stderr.read()
+        time.sleep(0.05)
+    time.sleep(1)
+    return worker
+
+
+def carried_out_soon(operation: Operation, worker: subprocess.Popen) -> None:
+    approved = time.monotonic()
+    while Operation.objects.get(pk=operation.pk).status != Operation.Status.COMMITTED:
+        assert worker.poll() is None, worker.stderr.read()
+        assert time.monotonic() - approved < 20, "the worker slept through the approval"
+        time.sleep(0.02)
+
+
+def test_an_idle_worker_carries_out_an_approval_at_once_not_at_its_next_look(auto_approved):
+    """On PostgreSQL the worker LISTENs for the approval, on SQLite it sees the commit."""
+    worker = idle_worker()
     try:
-        deadline = time.monotonic() + 30
-        while not WorkerHeartbeat.objects.filter(name="w0").exists():
-            assert worker.poll() is None and time.monotonic() < deadline, worker.stderr.read()
-            time.sleep(0.05)
-        time.sleep(1)  # It has looked for work, found none, and waits.
         [operation] = auto_approved(1, 1)
-        approved = time.monotonic()
-        while Operation.objects.get(pk=operation.pk).status != Operation.Status.COMMITTED:
-            assert time.monotonic() - approved < 20, "the worker slept through the approval"
-            time.sleep(0.02)
+        carried_out_soon(operation, worker)
     finally:
         worker.send_signal(signal.SIGTERM)
     wait_all([worker], timeout=10)  # SIGTERM ends even a minute's wait at once.
+
+
+def test_an_idle_worker_outlives_the_loss_of_its_database_connection(auto_approved):
+    """A restart or a failover of PostgreSQL drops the connection an idle worker LISTENs
+    on: it connects again and carries out the next approval as promptly."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite has no server to drop a connection")
+    worker = idle_worker()
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            assert cursor.fetchone()[0] >= 1
+        time.sleep(1)
+        [operation] = auto_approved(1, 1)
+        carried_out_soon(operation, worker)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+    wait_all([worker], timeout=10)
 
 
 def test_two_workers_racing_execute_each_operation_once(auto_approved, target):

@@ -87,14 +87,14 @@ def claim_next(*, worker: str, lease: timedelta, now: datetime | None = None) ->
 
 
 def _claim(op_id, run_id, worker, lease, now) -> Operation | None:
-    with transaction.atomic():
-        run = try_lock_run(run_id)
-        if run is None:
-            return None  # Another worker holds this run; try the next operation.
-        operation = claimable(now).filter(pk=op_id).first()
-        if operation is None:
-            return None
-        try:
+    try:
+        with transaction.atomic():
+            run = try_lock_run(run_id)
+            if run is None:
+                return None  # Another worker holds this run; try the next operation.
+            operation = claimable(now).filter(pk=op_id).first()
+            if operation is None:
+                return None
             take_lease(
                 operation,
                 run=run,
@@ -105,6 +105,6 @@ def _claim(op_id, run_id, worker, lease, now) -> Operation | None:
                 if operation.status == Operation.Status.APPROVED
                 else f"lease of {operation.lease_owner} expired; resumed by {worker}",
             )
-        except StaleVersion:
-            return None
+    except StaleVersion:  # Another claimant won; this claim rolls back whole.
+        return None
     return operation

@@ -57,7 +57,14 @@ class Wakeup:
 
     def _woken(self, seconds: float) -> bool:
         if self.listening is not None and self.listening is connection.connection:
-            return any(True for _ in self.listening.notifies(timeout=seconds, stop_after=1))
+            try:
+                return any(True for _ in self.listening.notifies(timeout=seconds, stop_after=1))
+            except connection.Database.Error:
+                # The server dropped the connection (a restart, a failover): the next
+                # step connects again, and LISTENs on the new connection.
+                self.listening = None
+                connection.close()
+                return True
         if self.seen is not None and self.seen[0] is connection.connection:
             time.sleep(min(seconds, SQLITE_POLL_SECONDS))
             return self._data_version() != self.seen[1]

@@ -121,8 +121,18 @@ class Worker:
                 log.exception("worker %s: step failed", self.name)
                 did_work = False
             if not did_work:
-                self.wakeup.wait(idle_seconds, stopped=lambda: self.stopping)
+                self._idle(idle_seconds)
         log.info("worker %s stopped", self.name)
+
+    def _idle(self, seconds: float) -> None:
+        """Wait for work, or ``seconds``; a failed wait (the database went away) still
+        waits out its time before the next step tries again."""
+        started = time.monotonic()
+        try:
+            self.wakeup.wait(seconds, stopped=lambda: self.stopping)
+        except Exception:
+            log.exception("worker %s: waiting for work failed", self.name)
+            time.sleep(max(0.0, seconds - (time.monotonic() - started)))
 
     def _stop(self, signum, _frame) -> None:
         self.stopping = True
