@@ -5,6 +5,7 @@ Each check yields one line per violation, naming the object, so that
 
 from collections.abc import Callable, Iterator
 
+from django.db import transaction
 from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 
@@ -13,6 +14,7 @@ from runs.actions.registry import get_action, parse_arguments
 from runs.chain import verify_all_chains
 from runs.errors import InvalidInput
 from runs.models import Artifact, Checkpoint, Decision, Operation, Run
+from runs.transitions import lock_run
 
 # Statuses an operation reaches only after a worker took it for execution.
 EXECUTED = (
@@ -146,36 +148,63 @@ def latest_states_show_the_unfinished_operations() -> Iterator[str]:
     """Each checkpoint carries the run's unfinished operations forward from the one
     before (``runs.transitions``): a change to an operation that bypassed its own
     checkpoint would leave every later state wrong. The latest one must list exactly
-    the operations not yet finished, as they are, with the approvals that count."""
-    fields = ("id", "call_id", "action", "status", "arguments_hash", "idempotency_key")
-    unfinished = Operation.objects.exclude(status__in=machines.OPERATION.terminal)
-    actual: dict[int, dict[int, dict]] = {}
-    for op in unfinished.order_by("id").values("run_id", *fields).iterator():
-        run_id = op.pop("run_id")
-        actual.setdefault(run_id, {})[op["id"]] = {**op, "approved_by": []}
-    pending = {op_id: op for ops in actual.values() for op_id, op in ops.items()}
-    counted = Decision.objects.filter(operation__in=unfinished).counted_approvals()
-    for op_id, reviewer, policy in counted.order_by("id").values_list(
-        "operation_id", "reviewer__username", "policy"
-    ):
-        pending[op_id]["approved_by"].append(reviewer or f"policy:{policy}")
+    the operations not yet finished, as they are, with as many approvals as count."""
+    actual = unfinished_operations()
     latest = Checkpoint.objects.filter(seq=F("run__version")).order_by("run_id")
-    for run_id, seq, state in latest.values_list("run_id", "seq", "state").iterator():
-        shown = {op["id"]: op for op in state.get("pending_operations", [])}
-        expected = actual.get(run_id, {})
-        for op_id in sorted(shown.keys() | expected.keys()):
-            if shown.get(op_id) != expected.get(op_id):
-                yield (
-                    f"run {run_id}: its latest checkpoint (seq {seq}) shows operation "
-                    f"{op_id} as {_as_shown(shown.get(op_id))}, but it is "
-                    f"{_as_shown(expected.get(op_id))}"
-                )
+    for run_id, state in latest.values_list("run_id", "state").iterator():
+        if as_shown(state) != actual.get(run_id, {}):
+            yield from _state_drift(run_id)
 
 
-def _as_shown(op: dict | None) -> str:
+def _state_drift(run_id: int) -> Iterator[str]:
+    """Compare again under the run's lock: a transition that committed between the
+    reads above is no drift."""
+    with transaction.atomic():
+        seq = lock_run(run_id).version
+        shown = as_shown(Checkpoint.objects.get(run_id=run_id, seq=seq).state)
+        actual = unfinished_operations(run_id).get(run_id, {})
+    for op_id in sorted(shown.keys() | actual.keys()):
+        if shown.get(op_id) != actual.get(op_id):
+            yield (
+                f"run {run_id}: its latest checkpoint (seq {seq}) shows operation {op_id} as "
+                f"{_described(shown.get(op_id))}, but it is {_described(actual.get(op_id))}"
+            )
+
+
+STATE_FIELDS = ("id", "call_id", "action", "status", "arguments_hash", "idempotency_key")
+
+
+def unfinished_operations(run_id: int | None = None) -> dict[int, dict[int, dict]]:
+    """The operations not yet finished (of one run, or all), by run and id, as
+    ``as_shown`` puts a checkpoint's, counted afresh."""
+    operations = Operation.objects.exclude(status__in=machines.OPERATION.terminal)
+    if run_id is not None:
+        operations = operations.filter(run_id=run_id)
+    found: dict[int, dict[int, dict]] = {}
+    for op in operations.order_by("id").values("run_id", *STATE_FIELDS).iterator():
+        run = op.pop("run_id")
+        found.setdefault(run, {})[op["id"]] = {**op, "approvals": 0}
+    by_id = {op_id: op for ops in found.values() for op_id, op in ops.items()}
+    counted = Decision.objects.filter(operation__in=operations).counted_approvals()
+    for op_id in counted.values_list("operation_id", flat=True):
+        by_id[op_id]["approvals"] += 1
+    return found
+
+
+def as_shown(state: dict) -> dict[int, dict]:
+    """A checkpoint state's unfinished operations by id, their approvals counted (the
+    names are of that moment: a reviewer may have been renamed since)."""
+    shown = {}
+    for op in state.get("pending_operations", []):
+        fields = {field: op[field] for field in STATE_FIELDS}
+        shown[op["id"]] = {**fields, "approvals": len(op["approved_by"])}
+    return shown
+
+
+def _described(op: dict | None) -> str:
     if op is None:
         return "finished (or absent)"
-    return f"{op['status']}, approved by {', '.join(op['approved_by']) or 'nobody'}"
+    return f"{op['status']} with {op['approvals']} approval(s)"
 
 
 CHECKS: list[Callable[[], Iterator[str]]] = [

@@ -8,8 +8,10 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import connection
 
+from runs import transitions
 from runs.canonical import json_hash
 from runs.chain import verify_run_chain
+from runs.invariants import as_shown, unfinished_operations
 from runs.models import Artifact, Checkpoint, Decision, Operation, Project, Run
 
 
@@ -67,7 +69,7 @@ def commit_without_approval() -> list[str]:
     sql("UPDATE runs_operation SET status = 'committed' WHERE id = %s", operation.pk)
     return [
         f"operation {operation.pk} (file.write) is committed with 0 of",
-        f"shows operation {operation.pk} as proposed, approved by nobody, but it is finished",
+        f"shows operation {operation.pk} as proposed with 0 approval(s), but it is finished",
     ]
 
 
@@ -78,7 +80,7 @@ def approve_without_a_checkpoint() -> list:
     return [
         (
             f"run {operation.run_id}: its latest checkpoint",
-            f"shows operation {operation.pk} as proposed, approved by nobody, but it is approved",
+            f"shows operation {operation.pk} as proposed with 0 approval(s), but it is approved",
         )
     ]
 
@@ -100,7 +102,7 @@ def commit_on_an_approval_an_edit_retracted() -> list[str]:
     sql("UPDATE runs_operation SET status = 'committed' WHERE id = %s", operation.pk)
     return [
         f"operation {operation.pk} (ledger.transfer) is committed with 1 of the 2 approvals",
-        f"shows operation {operation.pk} as proposed, approved by reviewer2, but it is finished",
+        f"shows operation {operation.pk} as proposed with 1 approval(s), but it is finished",
     ]
 
 
@@ -129,6 +131,30 @@ def test_demo_data_satisfies_every_invariant(demo):
     code, out, err = check_invariants()
     assert (code, err) == (0, "")
     assert "all invariants hold" in out
+
+
+def test_every_state_carried_forward_is_what_a_full_count_finds_at_its_moment(
+    db, settings, tmp_path, monkeypatch
+):
+    """The demo's runs go through edits that retract approvals, two-person and policy
+    approvals, execution, rollback, alerts, cancellation and expiry: at every one of
+    their checkpoints, the unfinished operations carried forward from the checkpoint
+    before are exactly those a full count finds in the same transaction."""
+    carried, written, drift = transitions._state, [], []
+
+    def checked(run, *args):
+        state = carried(run, *args)
+        written.append(run.pk)
+        if as_shown(state) != unfinished_operations(run.pk).get(run.pk, {}):
+            drift.append((run.pk, run.version, state["pending_operations"]))
+        return state
+
+    monkeypatch.setattr(transitions, "_state", checked)
+    settings.OVERSIGHT_ARTIFACT_ROOT = tmp_path
+    monkeypatch.setenv("OVERSIGHT_DEMO_PASSWORD", "demo-password-for-tests")
+    call_command("seed_demo", stdout=StringIO())
+    assert len(written) == Checkpoint.objects.count() > 50
+    assert drift == []
 
 
 def test_every_demo_run_has_an_unbroken_chain(demo):
