@@ -1,7 +1,8 @@
 """How long an approval takes to be carried out by an idle worker: from the reviewer's
 decision (the service a click calls) to the operation committed in the database. One
 ``runworker`` process (its default idle interval) works on a throwaway SQLite file, or
-DATABASE_URL's database (into which it writes a bench project). Before each decision
+DATABASE_URL's database (into which it writes a bench project; the worker carries out
+any approved operation it finds there, so give it a database of its own). Before each decision
 the bench waits a random while, so that the worker is idle at a random point of its
 interval, as it would be for a person's click.
 
@@ -119,7 +120,11 @@ def main() -> None:
             samples.append(approved_to_committed(operation, reviewer) * 1000)
     finally:
         worker.send_signal(signal.SIGTERM)
-        worker.wait(timeout=30)
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            raise
     median = figures.add("approval to commit: median", statistics.median(samples), "ms")
     p95 = figures.add("approval to commit: p95", percentile(samples, 95), "ms")
     worst = figures.add("approval to commit: max", max(samples), "ms")

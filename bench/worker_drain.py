@@ -97,6 +97,8 @@ def main() -> None:
             first=Min("created_at", filter=Q(to_status="in_flight")),
             last=Max("created_at", filter=Q(to_status="committed")),
         )
+        if window["first"] is None or window["last"] is None:
+            raise SystemExit(f"{workers} worker(s) committed none of the operations")
         busy = (window["last"] - window["first"]).total_seconds()
         entries = LedgerEntry.objects.filter(project=project).count()
         b = Account.objects.get(project=project, name="B").balance
