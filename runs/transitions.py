@@ -10,10 +10,7 @@ Every change here (runs, operations, human requests, alerts), in one short trans
 4. bumps the run's version and appends the checkpoint whose ``seq`` is that version,
    and, for a run opened with an agent token, the entry of that token's feed.
 
-Callers pass the instance they hold; it is refreshed in place on success. Inside a
-caller's transaction a change takes no savepoint of its own (two statements each): a
-failure here dooms the caller's transaction, up to its nearest savepoint, and no
-caller goes on writing in it after catching one.
+Callers pass the instance they hold; it is refreshed in place on success.
 """
 
 import logging
@@ -77,7 +74,7 @@ def _lockable(runs, skip_locked: bool = False):
     )
 
 
-@transaction.atomic(savepoint=False)
+@transaction.atomic
 def transition_run(
     *,
     run: Run,
@@ -127,7 +124,7 @@ def transition_run(
     return checkpoint
 
 
-@transaction.atomic(savepoint=False)
+@transaction.atomic
 def transition_operation(
     *,
     operation: Operation,
@@ -165,7 +162,7 @@ def transition_operation(
     )
 
 
-@transaction.atomic(savepoint=False)
+@transaction.atomic
 def transition_alert(
     *, alert: Alert, to: str, actor: Actor, reason: str, changes: dict | None = None
 ) -> Checkpoint:
@@ -189,7 +186,7 @@ def transition_alert(
     )
 
 
-@transaction.atomic(savepoint=False)
+@transaction.atomic
 def transition_request(
     *,
     request: HumanRequest,
@@ -217,7 +214,7 @@ def transition_request(
     )
 
 
-@transaction.atomic(savepoint=False)
+@transaction.atomic
 def record_request_created(*, request: HumanRequest, actor: Actor) -> Checkpoint:
     """The checkpoint that fixes what was asked, before anyone answers."""
     run = lock_run(request.run_id)
@@ -242,7 +239,7 @@ def record_request_created(*, request: HumanRequest, actor: Actor) -> Checkpoint
     )
 
 
-@transaction.atomic(savepoint=False)
+@transaction.atomic
 def record_run_event(
     *,
     run: Run,
@@ -473,7 +470,7 @@ def _refresh(target, changes: dict) -> None:
         setattr(target, field, value)
 
 
-@transaction.atomic(savepoint=False)
+@transaction.atomic
 def record_run_created(*, run: Run, actor: Actor) -> Checkpoint:
     """The first checkpoint of a run (seq 1): from nothing to its initial status."""
     current = lock_run(run.pk)
@@ -491,7 +488,7 @@ def record_run_created(*, run: Run, actor: Actor) -> Checkpoint:
     return checkpoint
 
 
-@transaction.atomic(savepoint=False)
+@transaction.atomic
 def record_operation_proposed(
     *, operation: Operation, actor: Actor, run: Run | None = None
 ) -> Checkpoint:

@@ -17,7 +17,7 @@ LEASE = Worker().lease
 # propose (auto-approved by policy), claim, carry out (intent, transfer, verify, commit);
 # a busy worker's next step is a claim and a carrying out, nothing more. The same on
 # SQLite and PostgreSQL, but for the approval's notification to idle workers there.
-EXPECTED = {"propose": 22, "claim": 12, "carry out": 34, "busy step": 46}
+EXPECTED = {"propose": 26, "claim": 14, "carry out": 40, "busy step": 54}
 if connection.vendor == "postgresql":
     EXPECTED["propose"] += 1
 

@@ -59,9 +59,8 @@ class Lease:
         """Immediately before an effect: renew under the run lock, or ``LeaseLost``;
         returns the locked run. Called inside a transaction, the lock holds until that
         transaction commits, so an effect written in it cannot interleave with a
-        takeover. Losing it dooms that transaction (no savepoint): nothing in it may
-        commit."""
-        with transaction.atomic(savepoint=False):
+        takeover."""
+        with transaction.atomic():
             run = lock_run(self.operation.run_id)
             if self.lost.is_set() or not self.renew():
                 raise LeaseLost(
