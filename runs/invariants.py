@@ -14,7 +14,7 @@ from runs.actions.registry import get_action, parse_arguments
 from runs.chain import verify_all_chains
 from runs.errors import InvalidInput
 from runs.models import Artifact, Checkpoint, Decision, Operation, Run
-from runs.transitions import lock_run
+from runs.transitions import PENDING_FIELDS, lock_run
 
 # Statuses an operation reaches only after a worker took it for execution.
 EXECUTED = (
@@ -171,9 +171,6 @@ def _state_drift(run_id: int) -> Iterator[str]:
             )
 
 
-STATE_FIELDS = ("id", "call_id", "action", "status", "arguments_hash", "idempotency_key")
-
-
 def unfinished_operations(run_id: int | None = None) -> dict[int, dict[int, dict]]:
     """The operations not yet finished (of one run, or all), by run and id, as
     ``as_shown`` puts a checkpoint's, counted afresh."""
@@ -181,7 +178,7 @@ def unfinished_operations(run_id: int | None = None) -> dict[int, dict[int, dict
     if run_id is not None:
         operations = operations.filter(run_id=run_id)
     found: dict[int, dict[int, dict]] = {}
-    for op in operations.order_by("id").values("run_id", *STATE_FIELDS).iterator():
+    for op in operations.order_by("id").values("run_id", *PENDING_FIELDS).iterator():
         run = op.pop("run_id")
         found.setdefault(run, {})[op["id"]] = {**op, "approvals": 0}
     by_id = {op_id: op for ops in found.values() for op_id, op in ops.items()}
@@ -196,7 +193,7 @@ def as_shown(state: dict) -> dict[int, dict]:
     names are of that moment: a reviewer may have been renamed since)."""
     shown = {}
     for op in state.get("pending_operations", []):
-        fields = {field: op[field] for field in STATE_FIELDS}
+        fields = {field: op[field] for field in PENDING_FIELDS}
         shown[op["id"]] = {**fields, "approvals": len(op["approved_by"])}
     return shown
 

@@ -62,10 +62,8 @@ def lock_run(run_id: int) -> Run:
 def try_lock_run(run_id: int) -> Run | None:
     """``lock_run``, or None at once if another transaction holds the run (PostgreSQL's
     ``SKIP LOCKED``; on SQLite the immediate transaction already holds every row)."""
-    runs = Run.objects.filter(pk=run_id)
-    if connection.features.has_select_for_update_skip_locked:
-        return _lockable(runs, skip_locked=True).first()
-    return _lockable(runs).first()
+    skip_locked = connection.features.has_select_for_update_skip_locked
+    return _lockable(Run.objects.filter(pk=run_id), skip_locked).first()
 
 
 def _lockable(runs, skip_locked: bool = False):
@@ -407,6 +405,10 @@ def _state(
     return state
 
 
+# What a state says of each unfinished operation, besides who approved it.
+PENDING_FIELDS = ("id", "call_id", "action", "status", "arguments_hash", "idempotency_key")
+
+
 def _pending(previous: list[dict], changed: Operation | None, from_status: str) -> list[dict]:
     """The unfinished operations of the previous state, with ``changed`` as it is now.
     Its approvals are counted again only when it was open to decisions (proposed): a
@@ -424,12 +426,7 @@ def _pending(previous: list[dict], changed: Operation | None, from_status: str) 
     else:
         approved_by = carried["approved_by"]
     entry = {
-        "id": changed.pk,
-        "call_id": changed.call_id,
-        "action": changed.action,
-        "status": changed.status,
-        "arguments_hash": changed.arguments_hash,
-        "idempotency_key": changed.idempotency_key,
+        **{field: getattr(changed, field) for field in PENDING_FIELDS},
         "approved_by": approved_by,
     }
     return sorted([*others, entry], key=lambda op: op["id"])
