@@ -328,7 +328,8 @@ def read_operation(request, pk: int, wait: int = 0, version: int | None = None):
         operation.refresh_from_db()
         return operation.version != known
 
-    refusal = long_poll(token(request).pk, wait, changed)
+    watched = ("operation", operation.pk, operation.version)
+    refusal = long_poll(token(request).pk, wait, changed, watched)
     return refusal or s.OperationOut.of(operation)
 
 

@@ -30,7 +30,8 @@ def events(request, after: int = 0, wait: int = 0, limit: int = 100):
         )[:limit]
         return bool(page)
 
-    refusal = long_poll(me.pk, wait, arrived)
+    # Any event committed after the token was read numbers itself above its feed_seq.
+    refusal = long_poll(me.pk, wait, arrived, ("feed", me.pk, me.feed_seq))
     if refusal:
         return refusal
     return s.EventsOut(

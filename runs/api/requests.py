@@ -90,7 +90,7 @@ def read_request(request, pk: int, wait: int = 0, version: int | None = None):
         human.refresh_from_db()
         return human.version != known
 
-    refusal = long_poll(token(request).pk, wait, changed)
+    refusal = long_poll(token(request).pk, wait, changed, ("request", human.pk, human.version))
     return refusal or RequestOut.of(human)
 
 

@@ -1,6 +1,7 @@
 """Long-polls, and a cap on concurrent ones (``GET …?wait=N``), per token and in
-all, so that waiting agents cannot take every server thread and database connection
-from the reviewers' pages. A wait beyond a cap is refused at once with a 429 and a
+all, so that waiting agents cannot take every server thread from the reviewers'
+pages. A wait reads nothing while it waits (``runs.api.watcher`` wakes it) and gives
+its database connection back meanwhile. A wait beyond a cap is refused at once with a 429 and a
 ``Retry-After``; a read without ``wait`` is never counted.
 
 The count must hold across the server's worker processes, so it lives in the file
@@ -21,22 +22,27 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
+from django.db import connection
 from django.http import JsonResponse
 
 from runs.api.limits import LimitExceeded
+from runs.api.watcher import WATCHER
 
 RETRY_AFTER_SECONDS = 5
-POLL_INTERVAL = 0.1
 
 
 class Busy(Exception):
     """Every slot of a cap is held."""
 
 
-def long_poll(token_pk: int, wait: int, changed: Callable[[], bool]) -> JsonResponse | None:
-    """Ask ``changed()`` every ``POLL_INTERVAL`` until it says yes or ``wait`` seconds
-    (bounded by ``OVERSIGHT_API_MAX_WAIT_SECONDS``) have passed, holding a wait slot
-    of the token's meanwhile. Returns the 429 to answer if no slot is free, else None.
+def long_poll(
+    token_pk: int, wait: int, changed: Callable[[], bool], watched: tuple[str, int, int]
+) -> JsonResponse | None:
+    """Ask ``changed()`` until it says yes or ``wait`` seconds (bounded by
+    ``OVERSIGHT_API_MAX_WAIT_SECONDS``) have passed, holding a wait slot of the token's
+    meanwhile; between two asks, sleep until ``watched`` (a kind of
+    ``runs.api.watcher.COUNTERS``, a row and the counter's value when ``changed`` was
+    first asked) moves. Returns the 429 to answer if no slot is free, else None.
     ``changed`` reads the database again each time it is asked, at least once."""
     if not 0 <= wait <= settings.OVERSIGHT_API_MAX_WAIT_SECONDS:
         raise LimitExceeded("wait", f"between 0 and {settings.OVERSIGHT_API_MAX_WAIT_SECONDS}")
@@ -44,10 +50,13 @@ def long_poll(token_pk: int, wait: int, changed: Callable[[], bool]) -> JsonResp
         changed()  # One read: the answer is what is there now.
         return None
     deadline = time.monotonic() + wait
+    kind, pk, seen = watched
     try:
         with wait_slot(token_pk):
-            while not changed() and time.monotonic() < deadline:
-                time.sleep(POLL_INTERVAL)
+            while not changed() and (left := deadline - time.monotonic()) > 0:
+                if not connection.in_atomic_block:
+                    connection.close()  # Not held while waiting; the next read connects.
+                seen = WATCHER.wait(kind, pk, seen, left)
     except Busy as busy:
         return too_many(busy)
     return None
