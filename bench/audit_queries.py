@@ -236,6 +236,7 @@ def main() -> None:
     )
     timed_get(figures, client, "one run's chain, in order", f"/audit/?run={run.pk}&sort=run")
     timed_get(figures, client, "free text in reasons and comments", "/audit/?q=finance")
+    timed_get(figures, client, "free text that matches nothing", "/audit/?q=zzyzx")
     timed_get(
         figures, client, f"a page {args.checkpoints // 2:,} rows deep", f"/audit/?after={deep}"
     )

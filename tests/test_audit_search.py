@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 
 import pytest
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
@@ -550,3 +551,17 @@ def test_human_requests_and_their_answers_can_be_searched(as_auditor, run, revie
 
     assert (asked.request_id, answered.request_id) == (human.pk, human.pk)
     assert answered.actor_user == reviewer
+
+
+def test_free_text_is_served_by_trigram_indexes_on_postgresql(project, history):
+    """A word that matches nothing must not read every checkpoint: on PostgreSQL the
+    search's two ``icontains`` are each served by a trigram index of migration 0016,
+    which only an expression spelt exactly as Django writes it can be."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite has no trigram index: the search reads newest first")
+    filters = AuditFilter({"q": "no-such-word"}, projects=[project])
+    with connection.cursor() as cursor:
+        # The table is tiny here: only an index that can serve the words may be used.
+        cursor.execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_indexscan = off")
+    plan = filters.checkpoints().order_by("-created_at", "-id")[:50].explain()
+    assert "checkpoint_reason_trgm" in plan and "checkpoint_comment_trgm" in plan, plan
