@@ -9,6 +9,8 @@ from runs.models import Operation, Role
 from runs.permissions import role_group
 from runs.services.requests import ask
 from runs.services.runs import open_session, start_run
+from runs.views import approvals as approvals_views
+from runs.views.approvals import QUEUE_LIMIT
 from tests.conftest import AGENT, make_user
 
 HTMX = {"HX-Request": "true"}
@@ -177,5 +179,20 @@ def test_query_count_does_not_grow_with_the_queue(
     # and for requests the version's aggregate and the rows, the navigation's three.
     with django_assert_num_queries(11):
         page = client.get("/approvals/").text
-    assert len(listed(page)) == count
-    assert len(re.findall(r'<tr id="request-(\d+)"', page)) == count
+    shown = min(count, QUEUE_LIMIT)
+    assert len(listed(page)) == shown
+    assert len(re.findall(r'<tr id="request-(\d+)"', page)) == shown
+    assert f"{count} operations waiting for a decision and {count} requests" in page
+    assert ('id="queue-limit"' in page) == (count > QUEUE_LIMIT)
+
+
+def test_a_long_queue_shows_its_oldest_and_says_so(client, reviewer, propose, monkeypatch):
+    monkeypatch.setattr(approvals_views, "QUEUE_LIMIT", 2)
+    oldest, second, _ = (propose(f"call-{n}") for n in range(3))
+    client.force_login(reviewer)
+
+    page = client.get("/approvals/").text
+
+    assert listed(page) == [oldest.pk, second.pk]
+    assert "Showing the oldest 2 of each. Filter by project, action or risk" in page
+    assert "3 operations waiting for a decision" in page

@@ -17,6 +17,7 @@ from runs.services.runs import (
     request_input,
     start_run,
 )
+from runs.views import runs as runs_views
 from tests.conftest import AGENT, make_user
 from tests.helpers import decide_on, stored
 
@@ -287,3 +288,29 @@ def test_run_page_takes_a_fixed_number_of_queries(
     as_reviewer.get(f"/runs/{run.pk}/")  # the first visit stores the time zone
     with django_assert_num_queries(QUERIES):
         assert as_reviewer.get(f"/runs/{run.pk}/").status_code == 200
+
+
+def test_a_long_run_shows_its_latest_checkpoints_and_points_to_the_rest(
+    as_reviewer, run, propose, reviewer2, monkeypatch
+):
+    monkeypatch.setattr(runs_views, "TIMELINE_CHECKPOINTS", 4)
+    early = propose("call-0")
+    decide_on(early, reviewer2, "reject", comment="no")
+    late = propose("call-1")
+    run.refresh_from_db()
+
+    page = as_reviewer.get(f"/runs/{run.pk}/").text
+
+    timeline = page[page.index('<ol class="timeline">') :]
+    assert f"{run.version - 4} earlier ones are in the" in page
+    assert f'href="/audit/runs/{run.pk}/">audit history</a>.' in page
+    assert "<code>run.created</code>" not in timeline
+    assert f'href="/operations/{late.pk}/"' in timeline
+    assert f'href="/operations/{early.pk}/"' not in timeline
+
+
+def test_a_short_run_shows_its_whole_story(as_reviewer, run, propose):
+    propose("call-0")
+    page = as_reviewer.get(f"/runs/{run.pk}/").text
+    assert 'id="timeline-earlier"' not in page
+    assert "<code>run.created</code>" in page[page.index('<ol class="timeline">') :]

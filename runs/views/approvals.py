@@ -16,6 +16,10 @@ from runs.permissions import projects_with_perm
 from runs.services.decisions import own_interest
 
 EXPIRING_SOON = timedelta(hours=1)
+# The queue shows the oldest this many operations, and as many requests: a reviewer
+# works from the top, and the filters find the others. Ten thousand rows would be a
+# page of megabytes, rendered again at every change.
+QUEUE_LIMIT = 100
 
 
 # How many approvals that count each queued operation has (its two-person progress).
@@ -49,7 +53,7 @@ def queue(request: HttpRequest) -> HttpResponse:
     rows = (
         pending.select_related("run__session__token", "project", "proposed_by_token")
         .annotate(approvals=Coalesce(Subquery(_approvals_counted), 0))
-        .order_by("created_at", "pk")
+        .order_by("created_at", "pk")[:QUEUE_LIMIT]
     )
     requests = asking.select_related("run__session__token", "project", "asked_by_token")
     sla = timedelta(minutes=settings.OVERSIGHT_REVIEW_SLA_MINUTES)
@@ -77,11 +81,12 @@ def queue(request: HttpRequest) -> HttpResponse:
                 human.expires_at - now < EXPIRING_SOON,
                 own_interest(human, request.user),
             )
-            for human in requests.order_by("created_at", "pk")
+            for human in requests.order_by("created_at", "pk")[:QUEUE_LIMIT]
         ],
         "count": summary["count"],
         "request_count": asked["count"],
         "total": summary["count"] + asked["count"],
+        "limit": QUEUE_LIMIT,
         "version": version,
         "sla_minutes": settings.OVERSIGHT_REVIEW_SLA_MINUTES,
     }

@@ -2,7 +2,8 @@ from itertools import chain
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Count, Q
+from django.db.models import Count, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
@@ -18,6 +19,17 @@ from runs.services.runs import cancel_run
 from runs.views.access import load_run, member_projects
 
 PAGE_SIZE = 50
+# The run page's timeline shows the latest this many checkpoints (with the messages
+# and operations of that stretch); the whole chain is in the audit trail.
+TIMELINE_CHECKPOINTS = 200
+
+_pending_operations = (
+    Operation.objects.filter(run=OuterRef("pk"), status=Operation.Status.PROPOSED)
+    .order_by()
+    .values("run")
+    .annotate(n=Count("pk"))
+    .values("n")
+)
 
 
 @require_GET
@@ -27,9 +39,8 @@ def run_list(request: HttpRequest) -> HttpResponse:
     runs = _filtered(Run.objects.filter(project__in=projects), filters)
     runs = (
         runs.select_related("project", "session__token")
-        .annotate(
-            pending=Count("operations", filter=Q(operations__status=Operation.Status.PROPOSED))
-        )
+        # A subquery, not a join and GROUP BY: only the page's runs are counted.
+        .annotate(pending=Coalesce(Subquery(_pending_operations), 0))
         .order_by("-created_at", "-pk")
     )
     page = Paginator(runs, PAGE_SIZE).get_page(request.GET.get("page"))
@@ -65,11 +76,13 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _run_context(request, run: Run, cancel_form: ReasonForm | None = None) -> dict:
     operations = list(run.operations.order_by("pk"))
+    timeline, earlier = _timeline(run, operations)
     return {
         "run": run,
         "operations": operations,
         "requests": run.requests.select_related("answered_by").order_by("pk"),
-        "timeline": _timeline(run, operations),
+        "timeline": timeline,
+        "earlier_checkpoints": earlier,
         "artifacts": CheckpointArtifact.objects.filter(checkpoint__run=run)
         .select_related("artifact", "checkpoint")
         .order_by("checkpoint__seq"),
@@ -80,24 +93,32 @@ def _run_context(request, run: Run, cancel_form: ReasonForm | None = None) -> di
     }
 
 
-def _timeline(run: Run, operations: list) -> list[tuple]:
+def _timeline(run: Run, operations: list) -> tuple[list[tuple], int]:
     """The run's story in order: its messages, its own checkpoints, and each operation
     at its proposal with its steps (the decisions, the execution, the verification:
-    every checkpoint about it) under it, rather than scattered through the run."""
+    every checkpoint about it) under it, rather than scattered through the run. Only
+    the latest ``TIMELINE_CHECKPOINTS`` checkpoints, and what happened since the first
+    of them; also returns how many earlier checkpoints are left out."""
+    recent = list(run.checkpoints.order_by("-seq")[:TIMELINE_CHECKPOINTS])[::-1]
+    earlier = recent[0].seq - 1 if recent else 0
+    since = recent[0].created_at if earlier else None
     steps: dict[int, list] = {op.pk: [] for op in operations}
     own = []
-    for checkpoint in run.checkpoints.order_by("seq"):
+    for checkpoint in recent:
         (steps[checkpoint.operation_id] if checkpoint.operation_id else own).append(checkpoint)
     for op in operations:
         op.steps = steps[op.pk]
-    return sorted(
+    shown = [op for op in operations if since is None or op.steps or op.created_at >= since]
+    messages = run.messages.all() if since is None else run.messages.filter(created_at__gte=since)
+    story = sorted(
         chain(
-            (("message", m.created_at, m) for m in run.messages.all()),
-            (("operation", op.created_at, op) for op in operations),
+            (("message", m.created_at, m) for m in messages),
+            (("operation", op.created_at, op) for op in shown),
             (("checkpoint", c.created_at, c) for c in own),
         ),
         key=lambda entry: entry[1],
     )
+    return story, earlier
 
 
 @require_http_methods(["GET", "POST"])
