@@ -206,6 +206,32 @@ def test_long_polls(tmp_path):
     assert figures["/approvals/ during the waits: statuses"] == {"value": [200], "unit": None}
 
 
+def test_pages_under_load(tmp_path):
+    out, document = run_bench(
+        "pages_under_load.py",
+        *("--runs", "20", "--checkpoints", "200", "--pending", "5", "--long-run", "30"),
+        *("--load", "1", "--samples", "3"),
+        tmp_path=tmp_path,
+    )
+    assert document["arguments"] == {
+        "runs": 20,
+        "checkpoints": 200,
+        "pending": 5,
+        "long_run": 30,
+        "load": 1,
+        "samples": 3,
+    }
+    figures = by_name(document)
+    row = printed(r"^(/runs/<id>/ \(30 checkpoints\) .*)$", out).split()[-6:]
+    for n, when in enumerate(("alone", "under load")):
+        for k, p in enumerate((50, 95, 99)):
+            figure = figures[f"/runs/<id>/ (30 checkpoints) {when}: p{p}"]
+            assert figure["unit"] == "ms" and f"{figure['value']:.1f}" == row[3 * n + k]
+    answered = int(printed(r"^second process: (\d+) pages in ", out))
+    assert answered > 0
+    assert figures["second process: pages answered"]["unit"] == "pages/s"
+
+
 def test_langgraph_saver(tmp_path):
     out, document = run_bench(
         "langgraph_saver.py", "--steps", "20", "--cycles", "2", "--repeat", "1", tmp_path=tmp_path
