@@ -1,8 +1,8 @@
 """Long-polls, and a cap on concurrent ones (``GET …?wait=N``), per token and in
 all, so that waiting agents cannot take every server thread from the reviewers'
 pages. A wait reads nothing while it waits (``runs.api.watcher`` wakes it) and gives
-its database connection back meanwhile. A wait beyond a cap is refused at once with a 429 and a
-``Retry-After``; a read without ``wait`` is never counted.
+its database connection back meanwhile. A wait beyond a cap is refused at once with a
+429 and a ``Retry-After``; a read without ``wait`` is never counted.
 
 The count must hold across the server's worker processes, so it lives in the file
 system, not in a process: each cap is a set of slot files under

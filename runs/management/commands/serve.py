@@ -3,9 +3,11 @@ processes, static files collected first and served by WhiteNoise.
 
 Why gunicorn's threads: an agent's long-poll (``GET …?wait=N``) holds a thread for up to
 ``OVERSIGHT_API_MAX_WAIT_SECONDS`` while reviewers' pages must answer at once. Sync
-workers give one request per process (a few waits stall every page); an ASGI server
-runs Django's sync views on one thread per process, the same stall. Threads are what
-the views need, and ``bench/long_polls.py --server serve`` measures the pages meanwhile.
+workers give one request per process (a few waits stall every page). Under an ASGI
+server (uvicorn, tried for #17) Django runs each request's synchronous middleware and
+views on a thread of the request's own, handing over at every middleware: plain API
+reads answered at half the rate. Threads are what the views need, and
+``bench/long_polls.py --server serve`` measures the pages meanwhile.
 
 A process takes no more connections than it has threads (``worker_connections``), so a
 process whose threads all wait leaves new connections in the kernel's queue for one
