@@ -5,6 +5,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from runs.actors import Actor
+from runs.api.watcher import LINGER_SECONDS, WATCHER
 from runs.demo.target import make_server
 from runs.engine.boundaries import boundary_reached
 from runs.models import Account, AgentToken, Operation, Project, Role
@@ -22,6 +23,16 @@ def make_user(username: str, project: Project | None = None, *roles: str):
     for role in roles:
         project.memberships.create(user=user, role=role_group(role))
     return user
+
+
+@pytest.fixture(scope="session", autouse=True)
+def long_polls_let_go(django_db_setup):
+    """The thread watching for long-polls keeps its connection a second past the last
+    wait; the test database can only be dropped once it has ended."""
+    yield
+    thread = WATCHER._thread
+    if thread is not None:
+        thread.join(timeout=LINGER_SECONDS + 5)
 
 
 @pytest.fixture(autouse=True)

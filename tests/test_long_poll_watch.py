@@ -9,8 +9,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from django.db import connection
+from django.db import InterfaceError, connection
 
+from runs.api import watcher
+from runs.api.watcher import WATCHER
 from runs.models import Operation
 from tests.api_helpers import PREFIX
 from tests.helpers import decide_on
@@ -59,8 +61,8 @@ def test_waiting_agents_hold_no_database_connection(live_server, agent_token):
         time.sleep(WAIT / 2)
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
             )
             counts.append(cursor.fetchone()[0])
         connection.close()
@@ -73,3 +75,33 @@ def test_waiting_agents_hold_no_database_connection(live_server, agent_token):
 
     assert [status for status, *_ in answers] == [200] * len(paths)
     assert counts == [1], "six waits should share the one connection of the watching thread"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_read_is_tried_again_and_the_wait_still_wakes(propose, reviewer, monkeypatch):
+    """The watching thread outlives a failed read (the database restarting, a dropped
+    connection): otherwise every later wait of the process would sleep out its time."""
+    operation = propose("call-1")
+    failures, read = [], watcher._wake
+
+    def fails_once(waits) -> None:
+        if not failures:
+            failures.append(InterfaceError("connection already closed"))
+            raise failures[0]
+        read(waits)
+
+    monkeypatch.setattr(watcher, "_wake", fails_once)
+    seen = []
+
+    def wait() -> None:
+        seen.append(WATCHER.wait("operation", operation.pk, operation.version, 10))
+        connection.close()
+
+    waiting = threading.Thread(target=wait)
+    waiting.start()
+    time.sleep(0.2)
+    decide_on(operation, reviewer)
+    waiting.join(timeout=15)
+
+    assert len(failures) == 1
+    assert seen == [operation.version], "the wait slept out its time"

@@ -1,6 +1,7 @@
 """The rows that long-polls wait on, watched by one thread per process, so that a wait
 costs no query of its own while nothing changes and learns of a change within a few
-milliseconds (each wait used to read its row again every 0.1 s).
+milliseconds on SQLite, 20 on PostgreSQL (each wait used to read its row again every
+0.1 s).
 
 A wait names a counter that only grows (an operation's or a request's ``version``, a
 token's ``feed_seq``) and the value it last saw. While any wait is open, the thread
@@ -17,7 +18,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.db import DatabaseError, connection
+from django.db import connection
 
 from runs.models import AgentToken, HumanRequest, Operation
 
@@ -56,13 +57,14 @@ class Watcher:
         if kind not in COUNTERS:
             raise ValueError(f"nothing watches {kind!r}")
         waiting = _Wait(kind, pk, seen)
-        with self._lock:
-            self._waits.add(waiting)
-            self._fresh = True
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._watch, name="long-polls", daemon=True)
-                self._thread.start()
         try:
+            with self._lock:
+                self._waits.add(waiting)
+                self._fresh = True
+                if self._thread is None:
+                    thread = threading.Thread(target=self._watch, name="long-polls", daemon=True)
+                    thread.start()
+                    self._thread = thread
             waiting.woken.wait(seconds)
         finally:
             with self._lock:
@@ -70,9 +72,9 @@ class Watcher:
         return waiting.seen
 
     def _watch(self) -> None:
+        idle_since = None
+        version = None
         try:
-            idle_since = None
-            version = None
             while True:
                 with self._lock:
                     waits, fresh, self._fresh = list(self._waits), self._fresh, False
@@ -85,20 +87,23 @@ class Watcher:
                         return
                 try:
                     version = self._look(waits, fresh, version)
-                except DatabaseError:
+                except Exception:  # The database restarting, say: never let the waits down.
                     log.warning("long-polls could not read what they wait on", exc_info=True)
-                    connection.close()
                     version = None
+                    _close_quietly()
                     time.sleep(RETRY_SECONDS)
         finally:
-            connection.close()
+            with self._lock:  # Ended however: the next wait starts another.
+                if self._thread is threading.current_thread():
+                    self._thread = None
+            _close_quietly()
 
     def _look(self, waits: list[_Wait], fresh: bool, version: int | None) -> int | None:
         """One round: read the counters if something may have changed, wake the waits
         whose counter moved, and pause. Returns SQLite's data version as read."""
         if connection.vendor != "sqlite" or connection.is_in_memory_db():
-            # PostgreSQL tells no cheap "something committed"; nor does SQLite's
-            # shared-cache memory database (the tests'), whose connections share a pager.
+            # PostgreSQL tells no cheap "something committed"; nor does an in-memory
+            # SQLite database, whose connections share one pager.
             if waits:
                 _wake(waits)
             time.sleep(POSTGRESQL_POLL_SECONDS)
@@ -126,6 +131,13 @@ def _wake(waits: list[_Wait]) -> None:
             if now != waiting.seen:
                 waiting.seen = now
                 waiting.woken.set()
+
+
+def _close_quietly() -> None:
+    try:
+        connection.close()
+    except Exception:
+        log.warning("long-polls could not close their connection", exc_info=True)
 
 
 def _data_version() -> int:
