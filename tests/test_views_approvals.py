@@ -194,5 +194,6 @@ def test_a_long_queue_shows_its_oldest_and_says_so(client, reviewer, propose, mo
     page = client.get("/approvals/").text
 
     assert listed(page) == [oldest.pk, second.pk]
-    assert "Showing the oldest 2 of each. Filter by project, action or risk" in page
+    assert "Showing the oldest 2 of each: the next ones come up as these are decided" in page
+    assert 'data-total="3"' in page
     assert "3 operations waiting for a decision" in page

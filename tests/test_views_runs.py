@@ -302,8 +302,8 @@ def test_a_long_run_shows_its_latest_checkpoints_and_points_to_the_rest(
     page = as_reviewer.get(f"/runs/{run.pk}/").text
 
     timeline = page[page.index('<ol class="timeline">') :]
-    assert f"{run.version - 4} earlier ones are in the" in page
-    assert f'href="/audit/runs/{run.pk}/">audit history</a>.' in page
+    assert f"{run.version - 4} earlier checkpoints and the messages of that time" in page
+    assert f'href="/audit/?run={run.pk}&amp;sort=run">Every checkpoint, in order</a>' in page
     assert "<code>run.created</code>" not in timeline
     assert f'href="/operations/{late.pk}/"' in timeline
     assert f'href="/operations/{early.pk}/"' not in timeline

@@ -6,11 +6,14 @@ import re
 from decimal import Decimal
 
 import pytest
+from django.db import transaction
 from playwright.sync_api import Page, expect
 
 from runs.engine.worker import Worker
 from runs.models import Account, Decision, Operation
+from runs.views import approvals as approvals_views
 from tests.browser.conftest import screenshot, sign_in
+from tests.helpers import decide_on
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -174,3 +177,25 @@ def test_irreversible_approval_needs_the_action_name_typed(page, reviewer, propo
     op.refresh_from_db()
     assert op.status == Operation.Status.APPROVED
     assert op.decisions.get().reviewer == reviewer
+
+
+def test_a_long_queue_says_what_changed_of_all_that_waits(
+    page, reviewer, reviewer2, propose, monkeypatch
+):
+    """With more waiting than shown, a decided row's place is taken by the next oldest,
+    which is not new; the status counts everything waiting, not the rows shown."""
+    monkeypatch.setattr(approvals_views, "QUEUE_LIMIT", 2)
+    first, second, third = propose("call-1"), propose("call-2"), propose("call-3")
+    sign_in(page, reviewer)
+    page.goto("/approvals/")
+    expect(page.locator("#queue-limit")).to_be_visible()
+
+    decide_on(first, reviewer2, "reject", comment="Not now.")
+    expect(page.locator(f"#op-{third.pk}")).to_be_visible()  # the queue refreshed
+    expect(page.locator("#queue-status")).to_have_text("1 removed, 2 items waiting")
+
+    with transaction.atomic():  # One change for the queue's next look.
+        fourth = propose("call-4")
+        decide_on(second, reviewer2, "reject", comment="Not now.")
+    expect(page.locator(f"#op-{fourth.pk}")).to_be_visible()
+    expect(page.locator("#queue-status")).to_have_text("1 removed, 1 new, 2 items waiting")
