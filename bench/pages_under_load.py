@@ -114,9 +114,11 @@ def timed(base: str, cookie: str, path: str, samples: int) -> list[float]:
     return times
 
 
-def load(base: str, cookie: str, paths: list[str], connections_: int, stop, done) -> None:
-    """The second process: ``connections_`` threads loading the pages at random until
-    ``stop`` is set; ``done`` gets how many pages were answered (200) and the seconds."""
+def load(base: str, cookie: str, paths: list[str], connections_: int, events, done) -> None:
+    """The second process: ``connections_`` threads loading the pages at random, from
+    when it sets the first of ``events`` (ready) until the second (stop) is set;
+    ``done`` gets how many pages were answered (200) and the seconds."""
+    ready, stop = events
     counts = [0] * connections_
 
     def keep_loading(n: int) -> None:
@@ -129,6 +131,7 @@ def load(base: str, cookie: str, paths: list[str], connections_: int, stop, done
     threads = [threading.Thread(target=keep_loading, args=(n,)) for n in range(connections_)]
     for thread in threads:
         thread.start()
+    ready.set()
     for thread in threads:
         thread.join()
     done.put((sum(counts), time.perf_counter() - started))
@@ -187,11 +190,13 @@ def main() -> None:
             time.sleep(0.2)
         alone = {name: timed(base, cookie, path, args.samples) for name, path in pages.items()}
         forked = multiprocessing.get_context("fork")
-        stop, done = forked.Event(), forked.Queue()
+        loading, stop, done = forked.Event(), forked.Event(), forked.Queue()
         loader = forked.Process(
-            target=load, args=(base, cookie, list(pages.values()), args.load, stop, done)
+            target=load,
+            args=(base, cookie, list(pages.values()), args.load, (loading, stop), done),
         )
         loader.start()
+        loading.wait(timeout=30)
         loaded = {name: timed(base, cookie, path, args.samples) for name, path in pages.items()}
         stop.set()
         answered, seconds = done.get(timeout=60)
