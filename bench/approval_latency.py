@@ -31,6 +31,11 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("OVERSIGHT_VAR_DIR", tempfile.mkdtemp(prefix="oversight-bench-"))
 os.environ.setdefault("OVERSIGHT_SECRET_KEY", "bench-only-secret-key-0123456789abcdef")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oversight.settings")
+# Production settings (the server and the worker inherit them), but plain HTTP on
+# loopback (no proxy in front). This bench used to get them, unsaid, by importing
+# bench/long_polls.py.
+os.environ["OVERSIGHT_DEBUG"] = "false"
+os.environ["OVERSIGHT_SSL_REDIRECT"] = "false"
 
 import django  # noqa: E402
 
@@ -40,8 +45,8 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
-from bench.long_polls import free_port, get, server_command  # noqa: E402
-from bench.report import Figures, add_json_option  # noqa: E402
+from bench.report import Figures, add_json_option, percentile  # noqa: E402
+from bench.server import serving  # noqa: E402
 from runs.actors import Actor  # noqa: E402
 from runs.models import Account, AgentToken, Operation, Project, Role, WorkerHeartbeat  # noqa: E402
 from runs.permissions import role_group  # noqa: E402
@@ -123,12 +128,6 @@ def approved_to_committed(operation: Operation, reviewer, base: str, plain: str)
     return at_commit, seen[0] - started
 
 
-def percentile(values: list[float], p: int) -> float:
-    """The smallest value with at least ``p`` percent of the values at or below it."""
-    ordered = sorted(values)
-    return ordered[max(0, -(-len(ordered) * p // 100) - 1)]
-
-
 def main() -> None:
     parser = add_json_option(argparse.ArgumentParser())
     parser.add_argument("--samples", type=int, default=50)
@@ -138,32 +137,25 @@ def main() -> None:
     print(f"database: {connection.vendor} {connection.settings_dict['NAME']}")
     session, reviewer, plain = prepare()
     name = f"latency-{os.getpid()}"
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    server = subprocess.Popen(server_command("serve", port), cwd=ROOT, **quiet)
-    worker = subprocess.Popen(
-        [sys.executable, str(ROOT / "manage.py"), "runworker", "--name", name], cwd=ROOT
-    )
-    try:
-        while not WorkerHeartbeat.objects.filter(name=name).exists():
-            if worker.poll() is not None or server.poll() is not None:
-                raise SystemExit("the worker or the server exited")
-            time.sleep(0.05)
-        while get(f"{base}/healthz", {}, 1)[0] != 200:
-            time.sleep(0.2)
-        samples = [
-            approved_to_committed(proposed(session, n), reviewer, base, plain)
-            for n in range(args.samples)
-        ]
-    finally:
-        for process in (worker, server):
-            process.send_signal(signal.SIGTERM)
-        for process in (worker, server):
+    with serving("serve") as base:
+        worker = subprocess.Popen(
+            [sys.executable, str(ROOT / "manage.py"), "runworker", "--name", name], cwd=ROOT
+        )
+        try:
+            while not WorkerHeartbeat.objects.filter(name=name).exists():
+                if worker.poll() is not None:
+                    raise SystemExit("the worker exited")
+                time.sleep(0.05)
+            samples = [
+                approved_to_committed(proposed(session, n), reviewer, base, plain)
+                for n in range(args.samples)
+            ]
+        finally:
+            worker.send_signal(signal.SIGTERM)
             try:
-                process.wait(timeout=60)
+                worker.wait(timeout=60)
             except subprocess.TimeoutExpired:
-                process.kill()
+                worker.kill()
                 raise
     for where, column in (("commit", 0), ("the agent", 1)):
         values = [sample[column] * 1000 for sample in samples]

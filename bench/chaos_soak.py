@@ -33,7 +33,6 @@ import argparse
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -49,12 +48,7 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
+from bench.server import free_port  # noqa: E402
 
 TARGET = f"127.0.0.1:{free_port()}"
 os.environ.setdefault("OVERSIGHT_VAR_DIR", tempfile.mkdtemp(prefix="oversight-soak-"))

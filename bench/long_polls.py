@@ -14,15 +14,11 @@ reviewer's page took meanwhile.
 
 import argparse
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,6 +40,7 @@ from django.core.management import call_command  # noqa: E402
 from django.test import Client  # noqa: E402
 
 from bench.report import Figures, add_json_option  # noqa: E402
+from bench.server import get, serving  # noqa: E402
 from runs.actors import Actor  # noqa: E402
 from runs.models import AgentToken, Operation, Project, Role  # noqa: E402
 from runs.permissions import role_group  # noqa: E402
@@ -83,44 +80,6 @@ def stage(tokens: int) -> tuple[list[tuple[str, int]], str]:
     return waiting, client.cookies[settings.SESSION_COOKIE_NAME].value
 
 
-def server_command(server: str, port: int) -> list[str]:
-    bind = f"127.0.0.1:{port}"
-    return {
-        "serve": [sys.executable, "manage.py", "serve", "--bind", bind],
-        "runserver": [sys.executable, "manage.py", "runserver", "--noreload", bind],
-        "gunicorn-sync": [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "-w",
-            "2",
-            "-b",
-            bind,
-            "oversight.wsgi",
-        ],
-    }[server]
-
-
-def free_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as spare:
-        return spare.getsockname()[1]
-
-
-def get(url: str, headers: dict, timeout: float) -> tuple[int, float]:
-    started = time.perf_counter()
-    try:
-        with urllib.request.urlopen(
-            urllib.request.Request(url, headers=headers), timeout=timeout
-        ) as r:
-            r.read()
-            status = r.status
-    except urllib.error.HTTPError as error:
-        status = error.code
-    except OSError:
-        status = 0  # No answer in time, or the connection failed.
-    return status, time.perf_counter() - started
-
-
 def main() -> None:
     parser = add_json_option(argparse.ArgumentParser())
     parser.add_argument(
@@ -133,19 +92,7 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     call_command("collectstatic", interactive=False, verbosity=0)
     waiting, cookie = stage(max(1, args.waits // 4))
-    port = free_port()
-    server = subprocess.Popen(
-        server_command(args.server, port),
-        cwd=ROOT,
-        env=os.environ.copy(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        # Up once /healthz answers at all (503 too: no worker runs in this benchmark).
-        while get(f"{base}/healthz", {}, 1)[0] not in (200, 503):
-            time.sleep(0.2)
+    with serving(args.server) as base:
         waits: list[tuple[int, float]] = []
 
         def wait(n: int) -> None:
@@ -163,9 +110,6 @@ def main() -> None:
             time.sleep(0.2)
         for thread in threads:
             thread.join()
-    finally:
-        server.terminate()
-        server.wait()
     print(f"server: {args.server}, database: {django.db.connection.vendor}")
     figures.add("tokens", len(waiting), "tokens")
     print(

@@ -18,7 +18,6 @@ import argparse
 import multiprocessing
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import threading
@@ -48,8 +47,8 @@ from django.test import Client  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from bench.audit_queries import _checkpoints, _operation, fill  # noqa: E402
-from bench.long_polls import free_port, get, server_command  # noqa: E402
-from bench.report import Figures, add_json_option  # noqa: E402
+from bench.report import Figures, add_json_option, percentile  # noqa: E402
+from bench.server import get, serving  # noqa: E402
 from runs.models import Checkpoint, Operation, Project, Role, Run, Session  # noqa: E402
 from runs.permissions import role_group  # noqa: E402
 
@@ -137,12 +136,6 @@ def load(base: str, cookie: str, paths: list[str], connections_: int, events, do
     done.put((sum(counts), time.perf_counter() - started))
 
 
-def percentile(values: list[float], p: int) -> float:
-    """The smallest value with at least ``p`` percent of the values at or below it."""
-    ordered = sorted(values)
-    return ordered[max(0, -(-len(ordered) * p // 100) - 1)]
-
-
 def main() -> None:
     parser = add_json_option(argparse.ArgumentParser())
     parser.add_argument("--runs", type=int, default=50_000)
@@ -178,16 +171,7 @@ def main() -> None:
         ),
     }
     connections.close_all()  # The second process is forked from this one.
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    server = subprocess.Popen(server_command("serve", port), cwd=ROOT, **quiet)
-    try:
-        started = time.monotonic()
-        while get(f"{base}/healthz", {}, 1)[0] not in (200, 503):  # 503: no worker runs.
-            if server.poll() is not None or time.monotonic() - started > 60:
-                raise SystemExit("the server did not start")
-            time.sleep(0.2)
+    with serving("serve") as base:
         alone = {name: timed(base, cookie, path, args.samples) for name, path in pages.items()}
         forked = multiprocessing.get_context("fork")
         loading, stop, done = forked.Event(), forked.Event(), forked.Queue()
@@ -201,9 +185,6 @@ def main() -> None:
         stop.set()
         answered, seconds = done.get(timeout=60)
         loader.join()
-    finally:
-        server.terminate()
-        server.wait()
     print(
         f"{args.checkpoints:,} checkpoints, {args.runs:,} runs, {args.pending:,} pending; "
         f"{args.samples} loads of each page, ms to the whole answer (goal: p95 under "

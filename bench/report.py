@@ -42,6 +42,12 @@ def raw_commits_per_second(count: int = 500) -> float:
     return count / elapsed
 
 
+def percentile(values: list[float], p: int) -> float:
+    """The smallest value with at least ``p`` percent of the values at or below it."""
+    ordered = sorted(values)
+    return ordered[max(0, -(-len(ordered) * p // 100) - 1)]
+
+
 class Figures:
     """The figures one run of a bench prints, in order, for ``--json``."""
 
