@@ -5,6 +5,7 @@ and a token acts only for a member of its project.
 Agent A is the test agent (its token opened ``session``, owned by ``owner``); agent B
 is another token of the same project, acting for ``reviewer`` (X)."""
 
+import time
 from io import StringIO
 
 import pytest
@@ -15,6 +16,7 @@ from runs.management.commands.demo import Command as DemoCommand
 from runs.models import AgentToken, Membership, Operation, Project, Role, Run, Session
 from runs.permissions import role_group
 from runs.services.artifacts import attach_artifact
+from runs.services.requests import ask
 from runs.services.runs import finish_run
 from tests.api_helpers import CALLS, Api, calls, problem, send
 from tests.conftest import AGENT, issued
@@ -60,6 +62,23 @@ def test_another_token_of_the_project_finds_nothing_of_agent_a(api, api_b, a_tar
     assert problem(response, 404)["error"] == "not_found"
     assert stored() == before
     assert send(api, method, path, body).status_code != 404  # A itself reaches it.
+
+
+@pytest.mark.parametrize("kind", ["operations", "requests"])
+def test_another_token_cannot_wait_on_agent_a_s_rows(api, api_b, run, propose, kind):
+    """A long-poll is refused before it waits: agent B neither holds a wait on A's
+    operation or request nor learns when it changes."""
+    if kind == "operations":
+        pk = propose("call-1").pk
+    else:
+        pk = ask(run=run, prompt="Ship it?", actor=AGENT)[0].pk
+    started = time.monotonic()
+
+    response = api_b.get(f"/{kind}/{pk}", {"wait": 5})
+
+    assert problem(response, 404)["error"] == "not_found"
+    assert time.monotonic() - started < 2, "B waited on a row it cannot see"
+    assert api.get(f"/{kind}/{pk}").status_code == 200  # A itself reaches it.
 
 
 @pytest.mark.parametrize("leaves", ["membership removed", "account deactivated"])
