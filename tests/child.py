@@ -10,6 +10,8 @@
   ``mark-done-first`` records committed and dies before firing the effect;
   ``fire-then-mark`` fires the effect, then dies before recording anything, and when
   run again (the status still says approved) fires it again.
+- ``--step-by-step``, with either of those: the worker carries out an effect inside the
+  database step by step, as when the claim's transaction does not go as usual.
 - ``worker-pause-at BOUNDARY``: a worker (lease 1 s) that stops itself with SIGSTOP
   when it reaches BOUNDARY (printing ``PAUSED``): a GC or VM pause, a slow call. After
   SIGCONT it carries on as a paused process would, then drains and exits.
@@ -90,7 +92,7 @@ def worker_crash_at(boundary: str, sabotage: str = "") -> None:
 
     crash_at = boundary
     boundary_reached.connect(on_boundary)
-    Worker(name="doomed", lease=timedelta(seconds=1)).drain()
+    Worker(name="doomed", lease=timedelta(seconds=1), at_once=AT_ONCE).drain()
 
 
 def naive_worker(order: str, op_id: str) -> None:
@@ -121,7 +123,7 @@ def worker_pause_at(boundary: str) -> None:
 
     pause_at = boundary
     boundary_reached.connect(on_boundary)
-    Worker(name="paused", lease=timedelta(seconds=1)).drain()
+    Worker(name="paused", lease=timedelta(seconds=1), at_once=AT_ONCE).drain()
 
 
 def worker_clock_ahead(seconds: str) -> None:
@@ -155,7 +157,7 @@ def worker_dies_after_compensating() -> None:
         return answer
 
     http.send = send_then_die
-    Worker(name="doomed", lease=timedelta(seconds=1)).drain()
+    Worker(name="doomed", lease=timedelta(seconds=1), at_once=AT_ONCE).drain()
 
 
 def worker_dies_after_sending(email_log: str) -> None:
@@ -167,7 +169,7 @@ def worker_dies_after_sending(email_log: str) -> None:
         die()  # The server has the message; the sent record still says "sending".
 
     email.EmailMessage.send = send_then_die
-    Worker(name="doomed", lease=timedelta(seconds=1)).drain()
+    Worker(name="doomed", lease=timedelta(seconds=1), at_once=AT_ONCE).drain()
 
 
 def api_dies_after_append(address: str) -> None:
@@ -197,6 +199,8 @@ SCENARIOS = {
     "api-dies-after-append": api_dies_after_append,
 }
 
+AT_ONCE = "--step-by-step" not in sys.argv
+
 if __name__ == "__main__":
     name, *args = sys.argv[1:]
-    SCENARIOS[name](*[arg for arg in args if arg != "--crash"])
+    SCENARIOS[name](*[arg for arg in args if arg not in ("--crash", "--step-by-step")])

@@ -49,6 +49,19 @@ def spawn(*args: str) -> subprocess.Popen:
     )
 
 
+def manage_started(*args: str) -> subprocess.Popen:
+    """``manage.py ARGS`` started against this test run's database, not waited for
+    (``communicate`` reads what it says)."""
+    return subprocess.Popen(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def manage(*args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
     """Run ``manage.py ARGS`` to completion against this test run's database (with
     ``env`` added to its environment)."""
@@ -97,9 +110,11 @@ def wait_for_line(process: subprocess.Popen, expected: str) -> None:
 CHILD_LEASE_LAPSED = 1.3
 
 
-def crash_worker_at(boundary: str, sabotage: str = "") -> None:
-    """A worker process that kills itself (SIGKILL) at ``boundary`` of the protocol."""
-    child = spawn("worker-crash-at", boundary, *([sabotage] if sabotage else []))
+def crash_worker_at(boundary: str, sabotage: str = "", *, step_by_step: bool = False) -> None:
+    """A worker process that kills itself (SIGKILL) at ``boundary`` of the protocol
+    (``step_by_step``: even for an effect inside the database)."""
+    options = [*([sabotage] if sabotage else []), *(["--step-by-step"] if step_by_step else [])]
+    child = spawn("worker-crash-at", boundary, *options)
     assert child.wait(timeout=60) == -signal.SIGKILL, child.stderr.read()
 
 

@@ -34,12 +34,13 @@ def claims(op: Operation) -> int:
 
 
 @pytest.mark.parametrize("boundary", BEFORE_RECORD)
-@pytest.mark.parametrize("kind", ["ledger", "http"])
+@pytest.mark.parametrize("kind", ["ledger step by step", "http"])
 def test_killed_worker_is_resumed_and_the_effect_fires_once(
     approved, target, deduplicating, kind, boundary
 ):
+    kind, _, step_by_step = kind.partition(" ")
     op = approved(kind)
-    crash_worker_at(boundary)
+    crash_worker_at(boundary, step_by_step=bool(step_by_step))
     take_over()
 
     op.refresh_from_db()
@@ -47,6 +48,30 @@ def test_killed_worker_is_resumed_and_the_effect_fires_once(
     assert fired(kind, op, target) == 1
     assert claims(op) == 1  # One claim; the resumption is a recorded lease takeover.
     assert op.checkpoints.filter(event="operation.lease_taken_over").count() == 1
+
+
+@pytest.mark.parametrize("boundary", BEFORE_RECORD)
+def test_a_transfer_killed_anywhere_leaves_nothing_and_is_made_once_by_the_next_worker(
+    approved, boundary
+):
+    """An effect inside the database is carried out in the transaction that claims it:
+    killed at any boundary, the worker leaves no claim, no intent and no entry behind,
+    and the next worker makes the transfer as a first attempt."""
+    op = approved("ledger")
+    before = list(op.checkpoints.values_list("seq", "event"))
+    crash_worker_at(boundary)
+
+    op.refresh_from_db()
+    assert (op.status, op.fencing_epoch, op.intent) == ("approved", 0, None)
+    assert list(op.checkpoints.values_list("seq", "event")) == before
+    assert fired("ledger", op, None) == 0
+    take_over()
+
+    op.refresh_from_db()
+    assert (op.status, op.fencing_epoch) == ("committed", 1)
+    assert fired("ledger", op, None) == 1
+    assert claims(op) == 1
+    assert not op.checkpoints.filter(event="operation.lease_taken_over").exists()
 
 
 @pytest.mark.parametrize("boundary", [EXECUTED, VERIFIED])

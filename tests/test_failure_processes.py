@@ -5,12 +5,14 @@ both commit; an email that may have left is never recorded as "not executed"; an
 the invariants see two epochs firing where a repeat could apply twice."""
 
 import signal
+import time
 from datetime import timedelta
 from decimal import Decimal
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 
 from runs.actions.files import workspace_of
 from runs.actors import Actor
@@ -21,13 +23,21 @@ from runs.models import Account, Alert, LedgerEntry, Operation
 from runs.services.runs import cancel_run, start_run
 from tests.conftest import AGENT
 from tests.helpers import decide_on
-from tests.processes import crash_worker_at, manage, spawn, take_over, wait_for_line
+from tests.processes import (
+    CHILD_LEASE_LAPSED,
+    crash_worker_at,
+    manage,
+    manage_started,
+    spawn,
+    take_over,
+    wait_for_line,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def pause_worker_at(boundary: str):
-    worker = spawn("worker-pause-at", boundary)
+def pause_worker_at(boundary: str, *options: str):
+    worker = spawn("worker-pause-at", boundary, *options)
     wait_for_line(worker, "PAUSED")
     return worker
 
@@ -90,13 +100,45 @@ def test_a_paused_caller_of_a_deduplicating_target_is_fired_once(approved, targe
 
 
 def test_a_paused_transfer_is_made_once(approved, accounts):
+    """Step by step, the paused worker's lease lapses and another worker takes over."""
     op = approved("ledger")
-    paused = pause_worker_at(INTENT)
+    paused = pause_worker_at(INTENT, "--step-by-step")
     take_over()
     wake(paused)
 
     op.refresh_from_db()
     assert op.status == "committed"
+    assert op.checkpoints.filter(event="operation.lease_taken_over").count() == 1
+    assert LedgerEntry.objects.count() == 1
+    assert dict(Account.objects.values_list("name", "balance")) == {
+        "A": Decimal("4900.00"),
+        "B": Decimal("100.00"),
+    }
+
+
+def test_a_transfer_paused_in_its_claim_cannot_be_taken_over_and_is_made_once(approved, accounts):
+    """Paused past its lease inside the one transaction that claims and makes the
+    transfer, the worker still holds the run: nothing of its claim is committed, and
+    another worker passes the run by (PostgreSQL) or waits (SQLite: one writer at a
+    time). The paused worker makes the transfer when it wakes, once."""
+    op = approved("ledger")
+    paused = pause_worker_at(INTENT)
+    time.sleep(CHILD_LEASE_LAPSED)
+    other = manage_started("runworker", "--once", "--lease-seconds", "5")
+    if connection.vendor == "postgresql":
+        assert other.wait(timeout=60) == 0, other.communicate()[1]
+        op.refresh_from_db()
+        assert (op.status, op.fencing_epoch) == ("approved", 0)
+    else:
+        time.sleep(CHILD_LEASE_LAPSED)
+        assert other.poll() is None  # Still waiting for the database.
+    wake(paused)
+    _, errors = other.communicate(timeout=60)
+    assert other.returncode == 0, errors
+
+    op.refresh_from_db()
+    assert (op.status, op.lease_owner, op.fencing_epoch) == ("committed", "paused", 1)
+    assert not op.checkpoints.filter(event="operation.lease_taken_over").exists()
     assert LedgerEntry.objects.count() == 1
     assert dict(Account.objects.values_list("name", "balance")) == {
         "A": Decimal("4900.00"),

@@ -77,12 +77,7 @@ class LedgerTransfer(Action):
         }
 
     def preview(self, args: TransferArguments, ctx: Context) -> Balances:
-        accounts = {
-            account.name: account.balance
-            for account in Account.objects.filter(
-                project=ctx.project, name__in=[args.source, args.target]
-            )
-        }
+        accounts = _balances(ctx, args)
         floor = args.require_balance_above
         rows = [
             {"account": name, "before": str(accounts[name]), "after": str(accounts[name] + change)}
@@ -98,9 +93,11 @@ class LedgerTransfer(Action):
         return Balances(rows, None if floor is None else str(floor), not why, why)
 
     def precondition(self, args: TransferArguments, ctx: Context) -> None:
-        source = self._account(ctx, args.source)
-        self._account(ctx, args.target)
-        refusal = shortfall(source.balance, args.amount, args.require_balance_above)
+        accounts = _balances(ctx, args)
+        for name in (args.source, args.target):
+            if name not in accounts:
+                raise PreconditionFailed(f"there is no account {name!r} in this project")
+        refusal = shortfall(accounts[args.source], args.amount, args.require_balance_above)
         if refusal:
             raise PreconditionFailed(f"{args.source} {refusal}")
 
@@ -128,11 +125,13 @@ class LedgerTransfer(Action):
             raise NothingToRollBack("there is no ledger entry for this transfer")
         transfer(ctx, args.target, args.source, args.amount, f"{key}:compensate")
 
-    def _account(self, ctx: Context, name: str) -> Account:
-        try:
-            return Account.objects.get(project=ctx.project, name=name)
-        except Account.DoesNotExist:
-            raise PreconditionFailed(f"there is no account {name!r} in this project") from None
+
+def _balances(ctx: Context, args: TransferArguments) -> dict[str, Decimal]:
+    """The balances of the transfer's accounts that exist in the project, by name."""
+    accounts = Account.objects.filter(
+        project_id=ctx.operation.project_id, name__in=[args.source, args.target]
+    )
+    return dict(accounts.values_list("name", "balance"))
 
 
 def shortfall(balance: Decimal, amount: Decimal, floor: Decimal | None) -> str:
@@ -170,7 +169,7 @@ def _apply(ctx, source, target, amount, key, floor) -> LedgerEntry:
             accounts = {
                 account.name: account
                 for account in Account.objects.select_for_update()
-                .filter(project=ctx.project, name__in=[source, target])
+                .filter(project_id=ctx.operation.project_id, name__in=[source, target])
                 .order_by("pk")
             }
             if set(accounts) != {source, target}:
@@ -182,7 +181,11 @@ def _apply(ctx, source, target, amount, key, floor) -> LedgerEntry:
             Account.objects.filter(pk=debit.pk).update(balance=F("balance") - amount)
             Account.objects.filter(pk=credit.pk).update(balance=F("balance") + amount)
             return LedgerEntry.objects.create(
-                project=ctx.project, idempotency_key=key, debit=debit, credit=credit, amount=amount
+                project_id=ctx.operation.project_id,
+                idempotency_key=key,
+                debit=debit,
+                credit=credit,
+                amount=amount,
             )
     except IntegrityError as exc:
         # Either this key was applied concurrently (the effect exists exactly once) or

@@ -2,7 +2,11 @@
 
 Receivers get ``boundary`` (one of ``BOUNDARIES``) and ``operation``. It exists for
 observation — metrics, tracing — and for the crash tests, whose worker processes kill
-themselves at a chosen boundary; the engine never depends on a receiver.
+themselves at a chosen boundary; the engine never depends on a receiver. An effect inside
+Oversight's database is carried out in the transaction that claims it: its boundaries
+(CLAIMED included) are reached before anything of that transaction is committed, and if
+it rolls back to the claim to go step by step, INTENT, EXECUTED and VERIFIED are reached
+again on the way.
 """
 
 from django.dispatch import Signal

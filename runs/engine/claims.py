@@ -1,15 +1,17 @@
 """Claiming work: an approved operation, or one whose lease expired mid-way.
 
-A claim takes a lease (owner, expiry) and a new fencing epoch in one short transaction
-and records a checkpoint. Lease times are the database's (``runs.clock``): a host whose
-clock runs ahead sees no live lease as expired. Locks are taken run first, then
-operation — the order every other writer uses — so claims cannot deadlock with
-decisions or cancellations. On
-PostgreSQL a run another worker is writing is skipped (``FOR UPDATE SKIP LOCKED``);
-on SQLite the immediate transaction already serialises writers. Either way the
-operation's conditional update on ``version`` lets exactly one claimant win.
+A claim takes a lease (owner, expiry) and a new fencing epoch in one transaction and
+records a checkpoint; the worker may carry out an effect inside the database in the
+same transaction (``Execution.run_at_once``). Lease times are the database's
+(``runs.clock``): a host whose clock runs ahead sees no live lease as expired. Locks are
+taken run first, then operation — the order every other writer uses — so claims cannot
+deadlock with decisions or cancellations. On PostgreSQL a run another worker is writing
+is skipped (``FOR UPDATE SKIP LOCKED``); on SQLite the immediate transaction already
+serialises writers. Either way the operation's conditional update on ``version`` lets
+exactly one claimant win.
 """
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.db import transaction
@@ -77,16 +79,26 @@ def take_lease(
     return epoch
 
 
-def claim_next(*, worker: str, lease: timedelta, now: datetime | None = None) -> Operation | None:
+def claim_next(
+    *,
+    worker: str,
+    lease: timedelta,
+    now: datetime | None = None,
+    then: Callable[[Operation, Run], None] | None = None,
+) -> Operation | None:
+    """Claim the first claimable operation that no other worker is writing, or None.
+    ``then(operation, run)``, if given, is called inside the claim's transaction, which
+    holds the lock of ``run``; the claim commits with whatever it writes (the operation
+    returned is then as it was claimed, not as ``then`` left it)."""
     now = now or db_now()
     for op_id, run_id in claimable(now).values_list("pk", "run_id")[:CANDIDATES]:
-        operation = _claim(op_id, run_id, worker, lease, now)
+        operation = _claim(op_id, run_id, worker, lease, now, then)
         if operation is not None:
             return operation
     return None
 
 
-def _claim(op_id, run_id, worker, lease, now) -> Operation | None:
+def _claim(op_id, run_id, worker, lease, now, then) -> Operation | None:
     try:
         with transaction.atomic():
             run = try_lock_run(run_id)
@@ -105,6 +117,10 @@ def _claim(op_id, run_id, worker, lease, now) -> Operation | None:
                 if operation.status == Operation.Status.APPROVED
                 else f"lease of {operation.lease_owner} expired; resumed by {worker}",
             )
+            if then is not None:
+                then(operation, run)
+                if transaction.get_rollback():  # What ``then`` did left nothing to commit.
+                    return None
     except StaleVersion:  # Another claimant won; this claim rolls back whole.
         return None
     return operation

@@ -20,6 +20,11 @@ executor"):
    plan. A rollback step of a target that does not deduplicate is not repeated after an
    interruption: a person checks.
 
+An effect inside Oversight's database takes all of this in the one transaction that
+claims it (``run_at_once``), when it goes as usual: nothing is committed before the end,
+so a crash leaves nothing to resume, and no other worker can take the operation
+meanwhile. Anything unusual rolls back to the claim and goes step by step.
+
 A heartbeat renews the lease while the action runs; a worker that loses it fires
 nothing further and records nothing (``LeaseLost``, ``StaleVersion``). An unexpected
 error is recorded and retried by a later attempt after a backoff; after
@@ -94,6 +99,54 @@ class Execution:
                 raise
             except Exception as error:
                 self._attempt_failed(error)
+
+    @property
+    def at_once_applies(self) -> bool:
+        """Whether ``run_at_once`` can carry the operation out: a first attempt (no intent
+        yet) at an effect inside Oversight's database."""
+        return (
+            self.action is not None
+            and self.action.in_database
+            and self.op.status == Status.IN_FLIGHT
+            and self.op.intent is None
+        )
+
+    def run_at_once(self, run: Run) -> bool:
+        """Carry out an effect inside Oversight's database in the caller's transaction,
+        the one that claimed the operation and holds ``run``'s lock: precondition,
+        intent, effect, verification and commit, each its own checkpoint, committed
+        together (one durable write instead of three, and nothing for a heartbeat to
+        keep: no other worker can take the operation while the lock is held). Only
+        the way things usually go: a cancel, a failed precondition, a refusal, an
+        error or an effect that verification does not show rolls all of it back to
+        the claim and returns False, and ``run()`` then takes the protocol step by
+        step, recording what happens. Call it on copies of the claimed operation and
+        of the run: what a rolled-back step wrote into them is not true any more."""
+        if not self.at_once_applies:
+            return False
+        try:
+            with transaction.atomic():
+                self.args = parse_arguments(self.action, self.op.arguments)
+                if run.cancel_requested:
+                    raise _StepByStep
+                self.action.precondition(self.args, self.ctx)
+                self._write_intent(self.action.snapshot(self.args, self.ctx), run)
+                reach(INTENT, self.op)
+                started = time.monotonic()
+                output = self.action.execute(self.args, self.key, self.ctx)
+                self.timings["execution_ms"] = _ms_since(started)
+                reach(EXECUTED, self.op)
+                effect = self._verify()
+                reach(VERIFIED, self.op)
+                if effect != Effect.APPLIED:
+                    raise _StepByStep
+                self._settle(effect, output, "", "", run)
+        except _StepByStep:
+            return False
+        except Exception as error:  # Step by step, the error is met again and recorded.
+            self._explain(error, "carrying it out in the claim's transaction")
+            return False
+        return True
 
     def _drive(self) -> None:
         if self.action is None:
@@ -341,6 +394,12 @@ class Execution:
         run = lock_run(self.op.run_id)
         if run.cancel_requested:
             return False
+        self._write_intent(snapshot, run)
+        return True
+
+    def _write_intent(self, snapshot: dict, run: Run) -> None:
+        """The intent's checkpoint, with the epoch about to fire, in the caller's
+        transaction holding ``run``'s lock."""
         self.ctx.intent = snapshot
         self._record(
             Status.IN_FLIGHT,
@@ -351,7 +410,6 @@ class Execution:
             detail={"attempt": {"epoch": self.lease.epoch, "number": self.op.attempts}},
             artifacts=[ArtifactRef(name, a) for name, a in self.ctx.artifacts.items()],
         )
-        return True
 
     @transaction.atomic
     def _not_executed(self, status: str, why: str) -> None:
@@ -408,6 +466,10 @@ class Execution:
             artifacts=artifacts,
             run=run,
         )
+
+
+class _StepByStep(Exception):
+    """Not the usual way: ``run_at_once`` rolls back to the claim."""
 
 
 def _ms_since(started: float) -> int:

@@ -1,5 +1,7 @@
 """A worker's hold on the operation it drives: kept alive by a heartbeat while the
-action runs, and confirmed immediately before every effect fires.
+action runs, and confirmed immediately before every effect fires — except an effect
+inside the database carried out in the claim's own transaction, which needs neither:
+nothing of its claim is committed, so no other worker can take the operation over.
 
 Both are conditional updates in the database's clock: the lease is extended only if
 the fencing epoch is still this worker's and the lease has not lapsed. A worker that

@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import time
+from copy import copy
 from datetime import timedelta
 
 from django.conf import settings
@@ -22,10 +23,11 @@ from runs.engine.executor import Execution
 from runs.engine.lease import LeaseLost
 from runs.engine.notifications import notify_reviewers
 from runs.engine.sweeper import sweep_agent_operations
+from runs.engine.turns import Turns
 from runs.engine.wakeup import Wakeup
 from runs.errors import StaleVersion
 from runs.logs import about
-from runs.models import WorkerHeartbeat
+from runs.models import Operation, Run, WorkerHeartbeat
 from runs.services.decisions import expire_due_operations
 from runs.services.requests import expire_due_requests
 
@@ -35,14 +37,23 @@ DUE_EVERY_SECONDS_WHEN_BUSY = 1.0
 
 
 class Worker:
-    def __init__(self, name: str = "", lease: timedelta | None = None) -> None:
+    def __init__(
+        self, name: str = "", lease: timedelta | None = None, at_once: bool = True
+    ) -> None:
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.lease = lease or timedelta(seconds=settings.OVERSIGHT_LEASE_SECONDS)
+        # Carry out an effect inside the database in its claim's transaction (the crash
+        # tests turn this off to cover the step-by-step way there too).
+        self.at_once = at_once
         self.stopping = False
         self.next_housekeeping = 0.0
         self.next_due = 0.0
         self.busy = False  # The last step drove an operation.
+        # Whether the last claim's transaction carried the operation out; None if it
+        # did not try.
+        self.done_in_claim: bool | None = None
         self.wakeup = Wakeup()
+        self.turns = Turns()
 
     def step(self) -> bool:
         """Do the housekeeping, then drive one operation; say whether there was work.
@@ -51,13 +62,18 @@ class Worker:
         the queue is empty."""
         skipped = self.busy and time.monotonic() < self.next_due
         did_work = False if skipped else self.housekeeping()
-        operation = claim_next(worker=self.name, lease=self.lease)
+        self.done_in_claim = None
+        with self.turns.turn(stopped=lambda: self.stopping):
+            then = self._at_once if self.at_once else None
+            operation = claim_next(worker=self.name, lease=self.lease, then=then)
         self.busy = operation is not None
         if operation is None:  # The queue is empty: catch up on what is due.
             return self.housekeeping() if skipped else did_work
-        reach(CLAIMED, operation)
-        arguments = [operation.arguments, operation.proposed_arguments]
-        with about(run_id=operation.run_id, operation_id=operation.pk, arguments=arguments):
+        if self.done_in_claim:
+            return True
+        if self.done_in_claim is None:
+            reach(CLAIMED, operation)
+        with _about(operation):
             try:
                 Execution(operation, self.name, self.lease).run()
             except (LeaseLost, StaleVersion) as lost:
@@ -68,6 +84,16 @@ class Worker:
                 # lease lapses and a later attempt resumes; the worker goes on.
                 log.exception("%s: operation %s", self.name, operation.pk)
         return True
+
+    def _at_once(self, operation: Operation, run: Run) -> None:
+        """In the claim's transaction: an effect inside Oversight's database is carried
+        out there and then if all goes as usual (``Execution.run_at_once``), on copies
+        of the operation and the run, which a step rolled back would leave untrue."""
+        execution = Execution(copy(operation), self.name, self.lease)
+        if execution.at_once_applies:
+            reach(CLAIMED, operation)
+            with _about(operation):
+                self.done_in_claim = execution.run_at_once(copy(run))
 
     def housekeeping(self) -> bool:
         """Expire what is overdue (proposals, approvals, human requests), settle abandoned
@@ -136,3 +162,9 @@ class Worker:
 
     def _stop(self, signum, _frame) -> None:
         self.stopping = True
+
+
+def _about(operation: Operation):
+    """Log lines name the operation (and hide its arguments' secrets)."""
+    arguments = [operation.arguments, operation.proposed_arguments]
+    return about(run_id=operation.run_id, operation_id=operation.pk, arguments=arguments)

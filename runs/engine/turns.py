@@ -1,0 +1,57 @@
+"""Workers on one SQLite database take turns to claim.
+
+SQLite lets one transaction write at a time, and a writer that finds the database
+locked sleeps in growing steps (up to 100 ms) before it tries again. With several
+workers, each mostly slept while the lock was free, and each claimed the same first
+candidates as the others, only to find them taken: adding workers took throughput
+away. So they queue for their claims (which, for an effect inside the database, carry
+it out too) on an OS lock on a file beside the database, looking every few
+milliseconds; a killed holder releases it by dying. A worker that waited as long as
+SQLite's busy timeout, or is asked to stop, goes ahead without its turn (SQLite's own
+wait then applies, as before). The rest of a step (housekeeping, an effect outside the
+database) takes no turn. PostgreSQL writes concurrently, and needs none.
+"""
+
+import fcntl
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import IO
+
+from django.db import connection
+
+LOOK_EVERY_SECONDS = (0.001, 0.002, 0.004)  # Then every 4 ms.
+
+
+class Turns:
+    def __init__(self) -> None:
+        self.file: IO | None = None
+
+    @contextmanager
+    def turn(self, stopped: Callable[[], bool]) -> Iterator[None]:
+        """Hold this process's turn to claim (on SQLite) while the block runs."""
+        held = self._take(stopped) if self._needed() else False
+        try:
+            yield
+        finally:
+            if held:
+                fcntl.flock(self.file, fcntl.LOCK_UN)
+
+    def _needed(self) -> bool:
+        return connection.vendor == "sqlite" and not connection.is_in_memory_db()
+
+    def _take(self, stopped: Callable[[], bool]) -> bool:
+        if self.file is None:
+            path = f"{connection.settings_dict['NAME']}-claims.lock"
+            self.file = open(path, "a")  # noqa: SIM115 (held for the process's life)
+        deadline = time.monotonic() + connection.settings_dict["OPTIONS"].get("timeout", 5)
+        looks = 0
+        while True:
+            try:
+                fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                if stopped() or time.monotonic() >= deadline:
+                    return False
+            time.sleep(LOOK_EVERY_SECONDS[min(looks, len(LOOK_EVERY_SECONDS) - 1)])
+            looks += 1
