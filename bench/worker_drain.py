@@ -1,18 +1,22 @@
 """How fast workers carry out approved operations: N ledger transfers (auto-approved by
 policy) spread over runs, drained by W ``runworker --once`` processes; then a check
 that every transfer was applied exactly once, beside the rate of plain durable commits
-measured in the same run (the ratio is the goal's figure). Uses a throwaway SQLite file, or
-DATABASE_URL's database (into which it writes a bench project).
+measured in the same run (the ratio is the goal's figure). Each run moves money between
+accounts of its own, so that workers can go in parallel; ``--hot`` sends every transfer
+between the same two accounts instead, to show that contention stays there. Uses a
+throwaway SQLite file, or DATABASE_URL's database (into which it writes a bench project).
 
-    .venv/bin/python bench/worker_drain.py [--operations 500] [--workers 1 2 4 8]
+    .venv/bin/python bench/worker_drain.py [--operations 500] [--workers 1 2 4 8] [--hot]
 """
 
 import argparse
+import logging
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from decimal import Decimal
 from pathlib import Path
 
@@ -29,7 +33,7 @@ django.setup()
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
-from django.db.models import Max, Min, Q  # noqa: E402
+from django.db.models import Max, Min, Q, Sum  # noqa: E402
 
 from bench.report import Figures, add_json_option  # noqa: E402
 from runs.actors import Actor  # noqa: E402
@@ -41,24 +45,26 @@ AGENT = Actor.agent("bench")
 PER_RUN = 10
 
 
-def prepare(operations: int) -> tuple[Project, list[int]]:
+def prepare(operations: int, hot: bool) -> tuple[Project, list[int]]:
     suffix = str(time.time_ns())
     project = Project.objects.create(slug=f"drain-{suffix}", name="Drain bench")
     project.policies.create(action="ledger.transfer", approvals_required=0)
-    Account.objects.create(project=project, name="A", balance=Decimal(operations))
-    Account.objects.create(project=project, name="B", balance=0)
     owner = get_user_model().objects.create_user(f"owner-{suffix}")
     session = open_session(project=project, owner=owner, agent="bench")
     ids = []
     for r in range(0, operations, PER_RUN):
         run = start_run(session=session, goal=f"batch {r}", actor=AGENT)
+        source, target = ("A", "B") if hot else (f"A{r}", f"B{r}")
+        for name in {source, target} - set(project.accounts.values_list("name", flat=True)):
+            balance = Decimal(operations if name == source else 0)
+            Account.objects.create(project=project, name=name, balance=balance)
         for n in range(min(PER_RUN, operations - r)):
             run.refresh_from_db()
             op = propose_operation(
                 run=run,
                 call_id=f"t{n}",
                 action="ledger.transfer",
-                arguments={"from": "A", "to": "B", "amount": "1.00"},
+                arguments={"from": source, "to": target, "amount": "1.00"},
                 risk="low",
                 rollback_kind="compensating",
                 base_version=run.version,
@@ -69,28 +75,41 @@ def prepare(operations: int) -> tuple[Project, list[int]]:
 
 
 def drain(workers: int) -> float:
-    started = time.perf_counter()
-    processes = [
-        subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "runworker", "--once"])
-        for _ in range(workers)
-    ]
-    for process in processes:
-        if process.wait() != 0:
-            raise SystemExit("a worker failed")
-    return time.perf_counter() - started
+    """Seconds for ``workers`` processes to drain the queue. Their log (a line per
+    checkpoint, at the default level) is written as in production, and shown only if a
+    worker fails."""
+    with ExitStack() as files:
+        logs = [files.enter_context(tempfile.TemporaryFile("w+")) for _ in range(workers)]
+        started = time.perf_counter()
+        processes = [
+            subprocess.Popen(
+                [sys.executable, str(ROOT / "manage.py"), "runworker", "--once"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+            for log in logs
+        ]
+        for process, log in zip(processes, logs, strict=True):
+            if process.wait() != 0:
+                log.seek(0)
+                raise SystemExit(f"a worker failed:\n{log.read()[-2000:]}")
+        return time.perf_counter() - started
 
 
 def main() -> None:
     parser = add_json_option(argparse.ArgumentParser())
     parser.add_argument("--operations", type=int, default=500)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument("--hot", action="store_true", help="every transfer from A to B")
     args = parser.parse_args()
     figures = Figures(__file__, args)
+    logging.disable(logging.INFO)  # The bench's own proposals; the workers log as usual.
     call_command("migrate", verbosity=0)
-    print(f"database: {connection.vendor} {connection.settings_dict['NAME']}")
+    targets = "one pair of accounts for all" if args.hot else "a pair of accounts per run"
+    print(f"database: {connection.vendor} {connection.settings_dict['NAME']}; {targets}")
     figures.limit()
     for workers in args.workers:
-        project, ids = prepare(args.operations)
+        project, ids = prepare(args.operations, args.hot)
         elapsed = drain(workers)
         committed = Operation.objects.filter(pk__in=ids, status="committed").count()
         window = Checkpoint.objects.filter(operation_id__in=ids).aggregate(
@@ -101,7 +120,10 @@ def main() -> None:
             raise SystemExit(f"{workers} worker(s) committed none of the operations")
         busy = (window["last"] - window["first"]).total_seconds()
         entries = LedgerEntry.objects.filter(project=project).count()
-        b = Account.objects.get(project=project, name="B").balance
+        b = Account.objects.filter(project=project, name__startswith="B").aggregate(
+            total=Sum("balance")
+        )["total"]
+        b = f"{b:.2f}"  # SQLite sums decimals to a whole number.
         name = f"{workers} worker(s)"
         figures.add(f"{name}: operations", len(ids), "operations")
         figures.add(f"{name}: seconds", elapsed, "s")
@@ -112,12 +134,12 @@ def main() -> None:
         )
         figures.add(f"{name}: committed", committed, "operations")
         figures.add(f"{name}: ledger entries", entries, "entries")
-        figures.add(f"{name}: B balance", str(b), "units")
+        figures.add(f"{name}: B balances", b, "units")
         print(
             f"{name}: {len(ids)} operations in {elapsed:6.2f} s = "
             f"{rate:6.1f} ops/s (ratio {ratio:.4f} of the "
             f"limit; {claimed:6.1f} from the first claim to the last commit); "
-            f"committed {committed}, ledger entries {entries}, B balance {b}"
+            f"committed {committed}, ledger entries {entries}, B balances {b}"
         )
     figures.write()
 

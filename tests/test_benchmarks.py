@@ -122,18 +122,26 @@ def test_feed(tmp_path):
     assert figures["feed read through the API, 5 a page: events"] == {"value": 18, "unit": "events"}
 
 
-def test_worker_drain(tmp_path):
+@pytest.mark.parametrize("hot", [False, True])
+def test_worker_drain(tmp_path, hot):
     out, document = run_bench(
-        "worker_drain.py", "--operations", "10", "--workers", "2", tmp_path=tmp_path
+        "worker_drain.py",
+        "--operations",
+        "12",
+        "--workers",
+        "2",
+        *(["--hot"] if hot else []),
+        tmp_path=tmp_path,
     )
-    assert "committed 10, ledger entries 10, B balance 10.00" in out
-    assert document["arguments"] == {"operations": 10, "workers": [2]}
+    assert "committed 12, ledger entries 12, B balances 12.00" in out
+    assert ("one pair of accounts for all" if hot else "a pair of accounts per run") in out
+    assert document["arguments"] == {"operations": 12, "workers": [2], "hot": hot}
     figures = by_name(document)
-    assert figures["2 worker(s): operations"] == {"value": 10, "unit": "operations"}
-    assert figures["2 worker(s): committed"] == {"value": 10, "unit": "operations"}
-    assert figures["2 worker(s): ledger entries"] == {"value": 10, "unit": "entries"}
-    assert figures["2 worker(s): B balance"] == {"value": "10.00", "unit": "units"}
-    rate = printed(r"^2 worker\(s\): 10 operations in +[\d.]+ s = +([\d.]+) ops/s", out)
+    assert figures["2 worker(s): operations"] == {"value": 12, "unit": "operations"}
+    assert figures["2 worker(s): committed"] == {"value": 12, "unit": "operations"}
+    assert figures["2 worker(s): ledger entries"] == {"value": 12, "unit": "entries"}
+    assert figures["2 worker(s): B balances"] == {"value": "12.00", "unit": "units"}
+    rate = printed(r"^2 worker\(s\): 12 operations in +[\d.]+ s = +([\d.]+) ops/s", out)
     assert rate == f"{figures['2 worker(s)']['value']:.1f}"
     assert_limit(out, figures, "2 worker(s)")
 
