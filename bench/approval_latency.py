@@ -19,27 +19,17 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
 from decimal import Decimal
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("OVERSIGHT_VAR_DIR", tempfile.mkdtemp(prefix="oversight-bench-"))
-os.environ.setdefault("OVERSIGHT_SECRET_KEY", "bench-only-secret-key-0123456789abcdef")
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oversight.settings")
-# Production settings (the server and the worker inherit them), but plain HTTP on
-# loopback (no proxy in front). This bench used to get them, unsaid, by importing
-# bench/long_polls.py.
-os.environ["OVERSIGHT_DEBUG"] = "false"
-os.environ["OVERSIGHT_SSL_REDIRECT"] = "false"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import django  # noqa: E402
+from bench.environment import ROOT, start_django
 
-django.setup()
+start_django(production_http=True)
 
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402

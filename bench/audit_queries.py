@@ -17,20 +17,15 @@ import os
 import random
 import statistics
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("OVERSIGHT_VAR_DIR", tempfile.mkdtemp(prefix="oversight-bench-"))
-os.environ.setdefault("OVERSIGHT_SECRET_KEY", "bench-only-secret-key-0123456789abcdef")
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oversight.settings")
-os.environ.setdefault("OVERSIGHT_ALLOWED_HOSTS", "testserver")
 
-import django
+from bench.environment import start_django
 
-django.setup()
+start_django(OVERSIGHT_ALLOWED_HOSTS="testserver")
 
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402

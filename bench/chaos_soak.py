@@ -35,7 +35,6 @@ import random
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -45,21 +44,15 @@ from decimal import Decimal
 from pathlib import Path
 from urllib.parse import urlsplit
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.server import free_port  # noqa: E402
+from bench.environment import ROOT, start_django
+from bench.server import free_port
 
 TARGET = f"127.0.0.1:{free_port()}"
-os.environ.setdefault("OVERSIGHT_VAR_DIR", tempfile.mkdtemp(prefix="oversight-soak-"))
-os.environ.setdefault("OVERSIGHT_SECRET_KEY", "bench-only-secret-key-0123456789abcdef")
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oversight.settings")
 os.environ["OVERSIGHT_HTTP_ALLOWED_HOSTS"] = TARGET
 os.environ.pop("OVERSIGHT_HTTP_DEDUPLICATING_HOSTS", None)  # /naive/ deduplicates nothing.
-
-import django  # noqa: E402
-
-django.setup()
+start_django(var_prefix="oversight-soak-")
 
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402

@@ -13,19 +13,15 @@ import argparse
 import os
 import sqlite3
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import TypedDict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("OVERSIGHT_VAR_DIR", tempfile.mkdtemp(prefix="oversight-bench-"))
-os.environ.setdefault("OVERSIGHT_SECRET_KEY", "bench-only-secret-key-0123456789abcdef")
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oversight.settings")
 
-import django
+from bench.environment import start_django
 
-django.setup()
+start_django()
 
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402

@@ -13,30 +13,22 @@ reviewer's page took meanwhile.
 """
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("OVERSIGHT_VAR_DIR", tempfile.mkdtemp(prefix="oversight-bench-"))
-os.environ.setdefault("OVERSIGHT_SECRET_KEY", "bench-only-secret-key-0123456789abcdef")
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oversight.settings")
-# Production settings, but plain HTTP on loopback (no proxy in front).
-os.environ["OVERSIGHT_DEBUG"] = "false"
-os.environ["OVERSIGHT_SSL_REDIRECT"] = "false"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import django  # noqa: E402
+from bench.environment import start_django
 
-django.setup()
+start_django(production_http=True)
 
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 
 from bench.report import Figures, add_json_option  # noqa: E402
@@ -110,7 +102,7 @@ def main() -> None:
             time.sleep(0.2)
         for thread in threads:
             thread.join()
-    print(f"server: {args.server}, database: {django.db.connection.vendor}")
+    print(f"server: {args.server}, database: {connection.vendor}")
     figures.add("tokens", len(waiting), "tokens")
     print(
         f"{args.waits} waits of {args.wait_seconds} s by {len(waiting)} tokens "

@@ -16,28 +16,18 @@ pages per second the second process got.
 
 import argparse
 import multiprocessing
-import os
 import random
 import sys
-import tempfile
 import threading
 import time
 from datetime import timedelta
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("OVERSIGHT_VAR_DIR", tempfile.mkdtemp(prefix="oversight-bench-"))
-os.environ.setdefault("OVERSIGHT_SECRET_KEY", "bench-only-secret-key-0123456789abcdef")
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oversight.settings")
-# Production settings, but plain HTTP on loopback (no proxy in front).
-os.environ["OVERSIGHT_DEBUG"] = "false"
-os.environ["OVERSIGHT_SSL_REDIRECT"] = "false"
-os.environ.setdefault("OVERSIGHT_ALLOWED_HOSTS", "127.0.0.1")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import django  # noqa: E402
+from bench.environment import start_django
 
-django.setup()
+start_django(production_http=True, OVERSIGHT_ALLOWED_HOSTS="127.0.0.1")
 
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
