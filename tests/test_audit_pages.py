@@ -690,6 +690,24 @@ def test_export_across_batches_gives_every_row_once_in_order(
     assert [int(row["id"]) for row in rows] == list(expected.values_list("pk", flat=True))
 
 
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_export_arrives_in_chunks_of_whole_lines_not_a_line_at_a_time(
+    as_auditor, story, monkeypatch, fmt
+):
+    """Each chunk costs the server a write: many lines go in one, and none is split."""
+    monkeypatch.setattr("runs.audit.export.CHUNK", 4000)
+    whole = export(as_auditor, fmt, "sort=oldest")[1]
+
+    response = as_auditor.get(f"/audit/export.{fmt}?sort=oldest")
+    chunks = [chunk.decode() for chunk in response.streaming_content]
+
+    moment = re.compile(r"exported_at\W+[\d:.T+-]+")  # The two exports' own times.
+    assert moment.sub("", "".join(chunks)) == moment.sub("", whole)
+    assert 1 < len(chunks) < whole.count("\n") / 2
+    assert all(chunk.endswith("\n") for chunk in chunks)
+    assert all(len(chunk) >= 4000 for chunk in chunks[:-1])
+
+
 def test_csv_neutralises_formulas_that_json_lines_keep(as_auditor, run, propose, reviewer):
     formulas = ['=HYPERLINK("http://evil.example","x")', "+1+1", "-2+3", "@SUM(A1)"]
     prose = 'Says "no", then\nleaves'
