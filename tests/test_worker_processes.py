@@ -1,6 +1,7 @@
 """Workers as real processes: racing for the same operations, draining a backlog
 together on PostgreSQL, and stopping cleanly on SIGTERM."""
 
+import fcntl
 import signal
 import subprocess
 import sys
@@ -158,3 +159,37 @@ def test_sigterm_lets_the_operation_in_hand_finish(approved, target):
     op.refresh_from_db()
     assert op.status == "committed"
     assert target.applied[op.idempotency_key] == 1
+
+
+@pytest.fixture
+def another_workers_turn():
+    """The turn to claim on SQLite, held here as another worker would hold it."""
+    if connection.vendor != "sqlite":
+        pytest.skip("PostgreSQL writes concurrently: its workers take no turns")
+    with open(f"{connection.settings_dict['NAME']}-claims.lock", "a") as turn:
+        fcntl.flock(turn, fcntl.LOCK_EX)
+        yield turn
+
+
+def test_sqlite_workers_take_turns_to_claim(approved, another_workers_turn):
+    op = approved("ledger")
+    (worker,) = start_workers(1, "--once")
+    time.sleep(2)
+
+    assert worker.poll() is None  # Waiting for its turn,
+    assert Operation.objects.get(pk=op.pk).status == "approved"  # with nothing claimed.
+    fcntl.flock(another_workers_turn, fcntl.LOCK_UN)
+    wait_all([worker], timeout=30)
+    assert Operation.objects.get(pk=op.pk).status == "committed"
+
+
+def test_a_worker_waiting_for_its_turn_still_stops_on_sigterm(another_workers_turn):
+    (worker,) = start_workers(1)
+    deadline = time.monotonic() + 30
+    while not WorkerHeartbeat.objects.filter(name="w0").exists():  # Its first step began.
+        assert time.monotonic() < deadline, "the worker never started"
+        time.sleep(0.05)
+    time.sleep(0.5)
+
+    worker.send_signal(signal.SIGTERM)
+    wait_all([worker], timeout=5)  # Not the busy timeout's 20 s.
