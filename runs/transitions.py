@@ -12,9 +12,10 @@ Every change here (runs, operations, human requests, alerts), in one short trans
 
 Callers pass the instance they hold; it is refreshed in place on success. A caller of
 ``transition_operation`` or ``record_operation_proposed`` that passes the run it locked
-(``run=``) makes the change part of its own transaction, with no savepoint: if the
-change fails, that whole transaction rolls back (Django refuses any further query in
-it), and the hot path spares two statements per change.
+(``run=``) makes the change part of its own atomic block, with no savepoint: if the
+change fails, that block (the caller's transaction, or its savepoint) rolls back whole
+(Django refuses any further query in it), and the hot path spares two statements per
+change.
 """
 
 import logging
