@@ -5,13 +5,21 @@ never in one long read transaction, so memory stays constant for a million rows 
 writers are not held up; they are sent in chunks of about 64 KB, not a line at a time
 (each chunk costs the server a write). The first line records the query, who exported
 it and when.
+
+Each batch is read with the queryset's own SQL but without Django's per-value
+converters, and each checkpoint's state goes out as the JSON text the database holds,
+never decoded and encoded again: those two made up half of an export's time. The text
+is the same value on either backend, written as that backend stores it.
 """
 
 import csv
+import io
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
+from django.core.exceptions import EmptyResultSet
+from django.db import connections
 from django.db.models import QuerySet
 
 from runs.audit.search import Sort, beyond
@@ -39,6 +47,11 @@ COLUMNS = {
     "prev_hash": "prev_hash",
     "hash": "hash",
 }
+CREATED_AT = list(COLUMNS).index("created_at")
+STATE = list(COLUMNS).index("state")
+# The columns whose text people and agents choose (the rest are numbers, times, hashes,
+# JSON objects and the product's own names).
+FREE_TEXT = [list(COLUMNS).index(name) for name in ("project", "actor", "action", "reason")]
 
 
 def records(queryset: QuerySet[Checkpoint], sort: Sort) -> Iterator[list]:
@@ -46,16 +59,28 @@ def records(queryset: QuerySet[Checkpoint], sort: Sort) -> Iterator[list]:
     order."""
     names, lookups = list(COLUMNS), list(COLUMNS.values())
     key = [names.index(_column(field)) for field in sort.fields]
-    created_at = names.index("created_at")
     ordered = queryset.order_by(*sort.order()).values_list(*lookups)
     window = ordered
-    while batch := list(window[:BATCH]):
-        last = batch[-1]
+    while batch := _raw(window[:BATCH]):
         for row in batch:
-            row = list(row)
-            row[created_at] = row[created_at].astimezone(UTC).isoformat()
+            moment = row[CREATED_AT]
+            # SQLite gives the stored UTC time without its zone.
+            moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+            row[CREATED_AT] = moment.astimezone(UTC).isoformat()
             yield row
-        window = ordered.filter(beyond(sort, [last[i] for i in key], reverse=False))
+        last = [moment if i == CREATED_AT else row[i] for i in key]
+        window = ordered.filter(beyond(sort, last, reverse=False))
+
+
+def _raw(queryset: QuerySet) -> list[list]:
+    """The rows of ``queryset`` as the database driver gives them (a JSON field as text)."""
+    try:
+        sql, params = queryset.query.get_compiler(using=queryset.db).as_sql()
+    except EmptyResultSet:
+        return []
+    with connections[queryset.db].cursor() as cursor:
+        cursor.execute(sql, params)
+        return [list(row) for row in cursor.fetchall()]
 
 
 def _column(field: str) -> str:
@@ -71,58 +96,50 @@ def header(query: str, user, now: datetime) -> dict:
     }
 
 
+FORMULA_STARTS = frozenset("=+-@\t\r")
+CHUNK = 64 * 1024  # characters sent in one piece (each piece costs the server a write)
+
+
 def csv_lines(meta: dict, rows: Iterator[list]) -> Iterator[str]:
-    """CSV, after ``#`` comment lines that carry the export header."""
-    return _chunked(_csv(meta, rows))
+    """CSV, after ``#`` comment lines that carry the export header, in chunks of whole
+    lines."""
+    out = io.StringIO()
+    out.writelines(f"# {name}: {value}\n" for name, value in meta.items())
+    writer = csv.writer(out)
+    writer.writerow(list(COLUMNS))
+    for row in rows:
+        # A spreadsheet runs a cell that starts like a formula; a leading quote keeps
+        # people's and agents' text from becoming one (OWASP's advice on CSV injection).
+        for i in FREE_TEXT:
+            if (value := row[i]) and value[0] in FORMULA_STARTS:
+                row[i] = "'" + value
+        writer.writerow(row)
+        if out.tell() >= CHUNK:
+            yield _taken(out)
+    if rest := _taken(out):
+        yield rest
 
 
 def jsonl_lines(meta: dict, rows: Iterator[list]) -> Iterator[str]:
-    """JSON Lines: the header object first, then one checkpoint per line."""
-    return _chunked(_jsonl(meta, rows))
-
-
-STATE = list(COLUMNS).index("state")
-FORMULA_STARTS = frozenset("=+-@\t\r")
-
-
-def _csv(meta: dict, rows: Iterator[list]) -> Iterator[str]:
-    yield from (f"# {name}: {value}\n" for name, value in meta.items())
-    writer = csv.writer(_Line())
-    yield writer.writerow(list(COLUMNS))
+    """JSON Lines: the header object first, then one checkpoint per line, in chunks of
+    whole lines."""
+    out = io.StringIO()
+    out.write(json.dumps(meta, ensure_ascii=False) + "\n")
+    names = [name for name in COLUMNS if name != "state"]
+    encode = json.JSONEncoder(ensure_ascii=False).encode
     for row in rows:
-        row[STATE] = json.dumps(row[STATE], sort_keys=True, ensure_ascii=False)
-        # A spreadsheet runs a cell that starts like a formula; a leading quote keeps an
-        # agent's text from becoming one (OWASP's advice for CSV injection).
-        yield writer.writerow(
-            ["'" + v if v.__class__ is str and v[:1] in FORMULA_STARTS else v for v in row]
-        )
+        state = row.pop(STATE)
+        # The state's text goes in as it is, the last member of the line's object.
+        out.write(f'{encode(dict(zip(names, row, strict=True)))[:-1]}, "state": {state}}}\n')
+        if out.tell() >= CHUNK:
+            yield _taken(out)
+    if rest := _taken(out):
+        yield rest
 
 
-def _jsonl(meta: dict, rows: Iterator[list]) -> Iterator[str]:
-    yield json.dumps(meta, ensure_ascii=False) + "\n"
-    names = list(COLUMNS)
-    for row in rows:
-        yield json.dumps(dict(zip(names, row, strict=True)), ensure_ascii=False) + "\n"
-
-
-CHUNK = 64 * 1024
-
-
-def _chunked(lines: Iterator[str]) -> Iterator[str]:
-    """``lines`` joined into chunks of about ``CHUNK`` characters."""
-    chunk, size = [], 0
-    for line in lines:
-        chunk.append(line)
-        size += len(line)
-        if size >= CHUNK:
-            yield "".join(chunk)
-            chunk, size = [], 0
-    if chunk:
-        yield "".join(chunk)
-
-
-class _Line:
-    """A file-like object whose ``write`` returns the line instead of storing it."""
-
-    def write(self, value: str) -> str:
-        return value
+def _taken(out: io.StringIO) -> str:
+    """What ``out`` holds, leaving it empty."""
+    text = out.getvalue()
+    out.seek(0)
+    out.truncate()
+    return text
