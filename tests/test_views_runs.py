@@ -22,6 +22,7 @@ from tests.conftest import AGENT, make_user
 from tests.helpers import decide_on, stored
 
 QUERIES = 13  # the run page, however many operations, checkpoints and messages
+RUN_LIST_QUERIES = 8  # the list of runs, however many there are
 
 REASON = "supplier under investigation"
 
@@ -89,14 +90,32 @@ def test_run_list_shows_only_the_users_projects(client, reviewer, varied_runs):
 
 @pytest.mark.parametrize("count", [5, 60])
 def test_run_list_query_count_does_not_grow_with_runs(
-    client, reviewer, session, propose, count, django_assert_max_num_queries
+    client, reviewer, session, propose, count, django_assert_num_queries
 ):
     for n in range(count):
         propose("call-1", target=start_run(session=session, goal=f"Goal {n}", actor=AGENT))
     client.force_login(reviewer)
     client.get("/runs/")  # The first visit stores the time zone in the session.
-    with django_assert_max_num_queries(8):
+    with django_assert_num_queries(RUN_LIST_QUERIES):
         assert client.get("/runs/").status_code == 200
+
+
+def test_run_list_pages_go_from_the_newest_with_each_runs_own_count(
+    client, reviewer, session, propose
+):
+    runs = [start_run(session=session, goal=f"Goal {n}", actor=AGENT) for n in range(53)]
+    for n, run in enumerate(runs[:4]):
+        for call in range(n):
+            propose(f"call-{call}", target=run)
+    client.force_login(reviewer)
+
+    def rows(page: int) -> list[tuple[str, str]]:
+        text = client.get(f"/runs/?page={page}").text
+        return re.findall(r"<td>(Goal \d+)</td>\s*<td>.*?</td>\s*<td>(\d+)</td>", text, re.S)
+
+    first, second = rows(1), rows(2)
+    assert [goal for goal, _ in first] == [f"Goal {n}" for n in range(52, 2, -1)]
+    assert second == [("Goal 2", "2"), ("Goal 1", "1"), ("Goal 0", "0")]
 
 
 # --- The run page ---------------------------------------------------------------------
