@@ -724,9 +724,7 @@ def test_csv_neutralises_formulas_that_json_lines_keep(as_auditor, run, propose,
     assert [row["reason"] for row in json_rows] == [*formulas, prose]
 
 
-def test_csv_neutralises_formulas_in_names_people_and_agents_choose(
-    as_auditor, auditor, project
-):
+def test_csv_neutralises_formulas_in_names_people_and_agents_choose(as_auditor, auditor, project):
     project.slug = "-1+1"
     project.save()
     session = open_session(project=project, owner=auditor, agent="@SUM(A1)")
