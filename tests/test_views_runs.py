@@ -21,7 +21,7 @@ from runs.views import runs as runs_views
 from tests.conftest import AGENT, make_user
 from tests.helpers import decide_on, stored
 
-QUERIES = 13  # the run page, however many operations, checkpoints and messages
+QUERIES = 14  # the run page, however many operations, checkpoints and messages
 RUN_LIST_QUERIES = 8  # the list of runs, however many there are
 
 REASON = "supplier under investigation"
@@ -304,9 +304,35 @@ def test_run_page_takes_a_fixed_number_of_queries(
     for n in range(count):
         decide_on(propose(f"call-{n}"), reviewer2, "reject", comment="no")
         append_message(run=run, kind=MessageKind.AGENT, payload={"text": f"{n}"}, actor=AGENT)
+        attach_artifact(run=run, name=f"notes-{n}.txt", content=b"x", actor=AGENT)
     as_reviewer.get(f"/runs/{run.pk}/")  # the first visit stores the time zone
     with django_assert_num_queries(QUERIES):
         assert as_reviewer.get(f"/runs/{run.pk}/").status_code == 200
+
+
+def test_a_long_runs_tables_show_their_latest_rows_and_point_to_the_rest(
+    as_reviewer, run, propose, monkeypatch
+):
+    monkeypatch.setattr(runs_views, "TABLE_ROWS", 3)
+    monkeypatch.setattr(runs_views, "TIMELINE_MESSAGES", 3)
+    operations = [propose(f"call-{n}") for n in range(5)]
+    for n in range(5):
+        attach_artifact(run=run, name=f"notes-{n}.txt", content=b"x", actor=AGENT)
+        append_message(run=run, kind=MessageKind.AGENT, payload={"text": f"note {n}"}, actor=AGENT)
+
+    page = as_reviewer.get(f"/runs/{run.pk}/").text
+
+    table = page[page.index('aria-label="Operations"') : page.index("<h2>Requests</h2>")]
+    shown = [int(pk) for pk in re.findall(r'href="/operations/(\d+)/"', table)]
+    assert shown == [op.pk for op in operations[2:]]
+    audit = f'href="/audit/?run={run.pk}&amp;event=operation.proposed&amp;sort=run"'
+    assert f"The latest 3 operations only. <a {audit}>Every one" in page
+    assert re.findall(r">(notes-\d)\.txt</a>", page) == ["notes-2", "notes-3", "notes-4"]
+    assert "The latest 3 artifacts only." in page
+    assert "The latest 3 messages of that stretch only." in page
+    timeline = page[page.index('<ol class="timeline">') :]
+    assert [n for n in range(5) if f"note {n}" in timeline] == [2, 3, 4]
+    assert "requests only" not in page  # none asked, none left out
 
 
 def test_a_long_run_shows_its_latest_checkpoints_and_points_to_the_rest(

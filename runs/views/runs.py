@@ -22,6 +22,9 @@ PAGE_SIZE = 50
 # The run page's timeline shows the latest this many checkpoints (with the messages
 # and operations of that stretch); the whole chain is in the audit trail.
 TIMELINE_CHECKPOINTS = 200
+TIMELINE_MESSAGES = 200
+# Its tables of operations, requests and artifacts show the latest this many each.
+TABLE_ROWS = 100
 
 _pending_operations = (
     Operation.objects.filter(run=OuterRef("pk"), status=Operation.Status.PROPOSED)
@@ -79,17 +82,31 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _run_context(request, run: Run, cancel_form: ReasonForm | None = None) -> dict:
-    operations = list(run.operations.order_by("pk"))
-    timeline, earlier = _timeline(run, operations)
+    operations, earlier_operations = _latest(run.operations.all(), "pk", TABLE_ROWS)
+    requests, earlier_requests = _latest(
+        run.requests.select_related("answered_by"), "pk", TABLE_ROWS
+    )
+    artifacts, earlier_artifacts = _latest(
+        CheckpointArtifact.objects.filter(checkpoint__run=run).select_related(
+            "artifact", "checkpoint"
+        ),
+        "checkpoint__seq",
+        TABLE_ROWS,
+    )
+    timeline, earlier, earlier_messages = _timeline(run)
     return {
         "run": run,
         "operations": operations,
-        "requests": run.requests.select_related("answered_by").order_by("pk"),
+        "earlier_operations": earlier_operations,
+        "requests": requests,
+        "earlier_requests": earlier_requests,
         "timeline": timeline,
         "earlier_checkpoints": earlier,
-        "artifacts": CheckpointArtifact.objects.filter(checkpoint__run=run)
-        .select_related("artifact", "checkpoint")
-        .order_by("checkpoint__seq"),
+        "earlier_messages": earlier_messages,
+        "artifacts": artifacts,
+        "earlier_artifacts": earlier_artifacts,
+        "table_rows": TABLE_ROWS,
+        "timeline_messages": TIMELINE_MESSAGES,
         "recovery": recovery_report(run),
         "can_cancel": not run.is_terminal
         and has_project_perm(request.user, run.project, "cancel_run"),
@@ -97,32 +114,42 @@ def _run_context(request, run: Run, cancel_form: ReasonForm | None = None) -> di
     }
 
 
-def _timeline(run: Run, operations: list) -> tuple[list[tuple], int]:
+def _latest(queryset, field: str, n: int) -> tuple[list, bool]:
+    """The last ``n`` rows of ``queryset`` in ``field`` order, and whether earlier ones
+    are left out (one row more is read to know, instead of counting them all)."""
+    rows = list(queryset.order_by(f"-{field}")[: n + 1])
+    return rows[:n][::-1], len(rows) > n
+
+
+def _timeline(run: Run) -> tuple[list[tuple], int, bool]:
     """The run's story in order: its messages, its own checkpoints, and each operation
     at its proposal with its steps (the decisions, the execution, the verification:
     every checkpoint about it) under it, rather than scattered through the run. Only
-    the latest ``TIMELINE_CHECKPOINTS`` checkpoints, and what happened since the first
-    of them; also returns how many earlier checkpoints are left out."""
+    the latest ``TIMELINE_CHECKPOINTS`` checkpoints, and the operations and (at most
+    ``TIMELINE_MESSAGES``) messages since the first of them; also returns how many earlier
+    checkpoints are left out and whether earlier messages are."""
     recent = list(run.checkpoints.order_by("-seq")[:TIMELINE_CHECKPOINTS])[::-1]
     earlier = recent[0].seq - 1 if recent else 0
     since = recent[0].created_at if earlier else None
+    # An operation proposed since then has its proposal among these checkpoints.
+    operations = list(run.operations.filter(pk__in={c.operation_id for c in recent} - {None}))
     steps: dict[int, list] = {op.pk: [] for op in operations}
     own = []
     for checkpoint in recent:
         (steps[checkpoint.operation_id] if checkpoint.operation_id else own).append(checkpoint)
     for op in operations:
         op.steps = steps[op.pk]
-    shown = [op for op in operations if since is None or op.steps or op.created_at >= since]
     messages = run.messages.all() if since is None else run.messages.filter(created_at__gte=since)
+    messages, earlier_messages = _latest(messages, "created_at", TIMELINE_MESSAGES)
     story = sorted(
         chain(
             (("message", m.created_at, m) for m in messages),
-            (("operation", op.created_at, op) for op in shown),
+            (("operation", op.created_at, op) for op in operations),
             (("checkpoint", c.created_at, c) for c in own),
         ),
         key=lambda entry: entry[1],
     )
-    return story, earlier
+    return story, earlier, earlier_messages
 
 
 @require_http_methods(["GET", "POST"])
