@@ -8,6 +8,11 @@ indexes serve ``LIKE '%…%'``. Each index is on the very expression Django writ
 ``pg_trgm`` is a trusted extension (PostgreSQL 13 and later): the database's owner may
 create it. SQLite has no such index; there the search reads newest first until it has
 a page, as before.
+
+Built ``CONCURRENTLY`` (so outside a transaction: ``atomic = False``): a plain
+``CREATE INDEX`` stops every write to the table until it is built, and these take
+minutes on a large history. An index a failed attempt left behind is invalid and would
+satisfy ``IF NOT EXISTS``, so it is dropped first.
 """
 
 from django.db import migrations
@@ -23,8 +28,10 @@ def create(apps, schema_editor) -> None:
         return
     schema_editor.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
     for name, expression in INDEXES.items():
+        schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
         schema_editor.execute(
-            f"CREATE INDEX {name} ON runs_checkpoint USING gin ({expression} gin_trgm_ops)"
+            f"CREATE INDEX CONCURRENTLY {name} ON runs_checkpoint"
+            f" USING gin ({expression} gin_trgm_ops)"
         )
 
 
@@ -32,10 +39,12 @@ def drop(apps, schema_editor) -> None:
     if schema_editor.connection.vendor != "postgresql":
         return
     for name in INDEXES:
-        schema_editor.execute(f"DROP INDEX IF EXISTS {name}")
+        schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
 
 
 class Migration(migrations.Migration):
+    atomic = False
+
     dependencies = [
         ("runs", "0015_delivery_status_constraint"),
     ]

@@ -1,0 +1,94 @@
+"""Migrations 0016 and 0017 add indexes to the busiest tables. On PostgreSQL a plain
+``CREATE INDEX`` waits for the transactions writing its table, and every write that
+comes after waits behind it until the index is built: agents' proposals would stop for
+as long as a large history takes to index. Built ``CONCURRENTLY``, writes go on."""
+
+import time
+
+import psycopg
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+from tests.processes import manage_started
+
+pytestmark = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="SQLite builds an index in its one writer's turn"
+)
+
+
+def migrate(target) -> None:
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(target)
+
+
+def connect() -> psycopg.Connection:
+    settings = connection.settings_dict
+    return psycopg.connect(
+        dbname=settings["NAME"],
+        user=settings["USER"],
+        password=settings["PASSWORD"],
+        host=settings["HOST"],
+        port=settings["PORT"] or 5432,
+    )
+
+
+def waiting_to_build(database: psycopg.Connection) -> bool:
+    row = database.execute(
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE wait_event_type = 'Lock' AND query ILIKE '%CREATE INDEX%'"
+    ).fetchone()
+    database.commit()
+    return row[0] > 0
+
+
+def is_valid(database: psycopg.Connection, index: str) -> bool:
+    row = database.execute(
+        "SELECT indisvalid FROM pg_index JOIN pg_class ON pg_class.oid = indexrelid"
+        " WHERE relname = %s",
+        [index],
+    ).fetchone()
+    return bool(row and row[0])
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("before", "migration", "table", "index"),
+    [
+        ("0015_delivery_status_constraint", "0016_checkpoint_text_trigrams", "runs_checkpoint",
+         "checkpoint_reason_trgm"),
+        ("0016_checkpoint_text_trigrams", "0017_operation_queue_index", "runs_operation",
+         "operation_queue_idx"),
+    ],
+)  # fmt: skip
+def test_an_index_is_built_while_the_table_takes_writes(before, migration, table, index):
+    migrate([("runs", before)])
+    writing, other, watching = connect(), connect(), connect()
+    migrating = None
+    try:
+        # A transaction that writes to the table and has not committed yet.
+        writing.execute(f"LOCK TABLE {table} IN ROW EXCLUSIVE MODE")
+        migrating = manage_started("migrate", "runs", migration)
+        deadline = time.monotonic() + 60
+        while not waiting_to_build(watching):
+            assert migrating.poll() is None, migrating.communicate()
+            assert time.monotonic() < deadline, "the migration never reached its index"
+            time.sleep(0.05)
+
+        # Another writer comes meanwhile: it must not queue behind the index.
+        other.execute("SET lock_timeout = '2s'")
+        other.execute(f"LOCK TABLE {table} IN ROW EXCLUSIVE MODE")
+        other.rollback()
+
+        writing.rollback()
+        _, err = migrating.communicate(timeout=60)
+        assert migrating.returncode == 0, err
+        assert is_valid(watching, index)
+    finally:
+        if migrating is not None and migrating.poll() is None:
+            migrating.kill()
+            migrating.communicate()
+        for database in (writing, other, watching):
+            database.close()
+        migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
