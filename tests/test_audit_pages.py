@@ -21,6 +21,7 @@ from runs.models import AgentToken, Alert, Checkpoint, CheckpointArtifact, Decis
 from runs.payloads import MessageKind
 from runs.services.alerts import acknowledge_alert, resolve_alert
 from runs.services.artifacts import attach_artifact
+from runs.services.proposals import propose_operation
 from runs.services.requests import ask
 from runs.services.runs import append_message, open_session, start_run
 from runs.services.tokens import issue_token
@@ -727,12 +728,24 @@ def test_csv_neutralises_formulas_that_json_lines_keep(as_auditor, run, propose,
 def test_csv_neutralises_formulas_in_names_people_and_agents_choose(as_auditor, auditor, project):
     project.slug = "-1+1"
     project.save()
-    session = open_session(project=project, owner=auditor, agent="@SUM(A1)")
-    start_run(session=session, goal="Named", actor=Actor.agent("=1+2"))
+    session = open_session(project=project, owner=auditor, agent="helper")
+    run = start_run(session=session, goal="Named", actor=Actor.agent("=1+2"))
+    # An action no worker knows is the agent's own to carry out: any name it likes.
+    propose_operation(
+        run=run,
+        call_id="call-1",
+        action="@SUM(A1)",
+        arguments={},
+        risk="low",
+        rollback_kind="none",
+        base_version=run.version,
+        actor=Actor.agent("=1+2"),
+    )
 
     _, rows = from_csv(export(as_auditor, "csv", "")[1])
 
     assert {(row["project"], row["actor"]) for row in rows} == {("'-1+1", "'=1+2")}
+    assert {row["action"] for row in rows} == {"", "'@SUM(A1)"}
 
 
 def test_export_holds_only_the_users_projects(as_auditor, story, other_project, outsider):

@@ -328,8 +328,9 @@ def test_a_long_runs_tables_show_their_latest_rows_and_point_to_the_rest(
     audit = f'href="/audit/?run={run.pk}&amp;event=operation.proposed&amp;sort=run"'
     assert f"The latest 3 operations only. <a {audit}>Every one" in page
     assert re.findall(r">(notes-\d)\.txt</a>", page) == ["notes-2", "notes-3", "notes-4"]
-    assert "The latest 3 artifacts only." in page
-    assert "The latest 3 messages of that stretch only." in page
+    history = f'<a href="/audit/runs/{run.pk}/">'
+    assert f"The latest 3 artifacts only. {history}Every one" in page
+    assert "The latest 3 messages of that stretch only; the run's evidence bundle" in page
     timeline = page[page.index('<ol class="timeline">') :]
     assert [n for n in range(5) if f"note {n}" in timeline] == [2, 3, 4]
     assert "requests only" not in page  # none asked, none left out

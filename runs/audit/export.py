@@ -62,13 +62,14 @@ def records(queryset: QuerySet[Checkpoint], sort: Sort) -> Iterator[list]:
     ordered = queryset.order_by(*sort.order()).values_list(*lookups)
     window = ordered
     while batch := _raw(window[:BATCH]):
+        for row in batch:  # SQLite gives the stored UTC time without its zone.
+            if row[CREATED_AT].tzinfo is None:
+                row[CREATED_AT] = row[CREATED_AT].replace(tzinfo=UTC)
+        # The next batch's bound, read before the rows go out to be written (and changed).
+        last = [batch[-1][i] for i in key]
         for row in batch:
-            moment = row[CREATED_AT]
-            # SQLite gives the stored UTC time without its zone.
-            moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
-            row[CREATED_AT] = moment.astimezone(UTC).isoformat()
+            row[CREATED_AT] = row[CREATED_AT].astimezone(UTC).isoformat()
             yield row
-        last = [moment if i == CREATED_AT else row[i] for i in key]
         window = ordered.filter(beyond(sort, last, reverse=False))
 
 

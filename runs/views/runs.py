@@ -82,15 +82,15 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _run_context(request, run: Run, cancel_form: ReasonForm | None = None) -> dict:
-    operations, earlier_operations = _latest(run.operations.all(), "pk", TABLE_ROWS)
+    operations, earlier_operations = _latest(run.operations.all(), ("pk",), TABLE_ROWS)
     requests, earlier_requests = _latest(
-        run.requests.select_related("answered_by"), "pk", TABLE_ROWS
+        run.requests.select_related("answered_by"), ("pk",), TABLE_ROWS
     )
     artifacts, earlier_artifacts = _latest(
         CheckpointArtifact.objects.filter(checkpoint__run=run).select_related(
             "artifact", "checkpoint"
         ),
-        "checkpoint__seq",
+        ("checkpoint__seq", "pk"),
         TABLE_ROWS,
     )
     timeline, earlier, earlier_messages = _timeline(run)
@@ -114,10 +114,11 @@ def _run_context(request, run: Run, cancel_form: ReasonForm | None = None) -> di
     }
 
 
-def _latest(queryset, field: str, n: int) -> tuple[list, bool]:
-    """The last ``n`` rows of ``queryset`` in ``field`` order, and whether earlier ones
-    are left out (one row more is read to know, instead of counting them all)."""
-    rows = list(queryset.order_by(f"-{field}")[: n + 1])
+def _latest(queryset, fields: tuple[str, ...], n: int) -> tuple[list, bool]:
+    """The last ``n`` rows of ``queryset`` in the order of ``fields`` (which no two rows
+    share), and whether earlier ones are left out (one row more is read to know,
+    instead of counting them all)."""
+    rows = list(queryset.order_by(*(f"-{field}" for field in fields))[: n + 1])
     return rows[:n][::-1], len(rows) > n
 
 
@@ -140,7 +141,7 @@ def _timeline(run: Run) -> tuple[list[tuple], int, bool]:
     for op in operations:
         op.steps = steps[op.pk]
     messages = run.messages.all() if since is None else run.messages.filter(created_at__gte=since)
-    messages, earlier_messages = _latest(messages, "created_at", TIMELINE_MESSAGES)
+    messages, earlier_messages = _latest(messages, ("seq",), TIMELINE_MESSAGES)
     story = sorted(
         chain(
             (("message", m.created_at, m) for m in messages),
