@@ -1,7 +1,8 @@
 """Many waiting agents and one reviewer: do the reviewers' pages still answer?
 
 Starts Oversight on a throwaway database under --server: ``serve`` (the production
-server, gunicorn's threaded workers: bin/serve), ``runserver`` (the demo's) or
+server, bin/serve: waits on uvicorn's event loop, other requests on threads),
+``runserver`` (the demo's) or
 ``gunicorn-sync`` (gunicorn's default sync workers, for comparison). Then --waits
 agents long-poll one operation at once (``GET /operations/{id}?wait=N``, each with its
 own token) while a signed-in reviewer loads ``/approvals/`` again and again. Prints how
@@ -9,10 +10,11 @@ the waits were answered (200 after waiting, 429 at once beyond the caps
 OVERSIGHT_API_MAX_WAITS_PER_TOKEN / OVERSIGHT_API_MAX_WAITS) and how long the
 reviewer's page took meanwhile.
 
-    .venv/bin/python bench/long_polls.py [--server serve] [--waits 400] [--wait-seconds 20]
+    .venv/bin/python bench/long_polls.py [--server serve] [--waits 1000] [--wait-seconds 20]
 """
 
 import argparse
+import resource
 import statistics
 import sys
 import threading
@@ -77,10 +79,12 @@ def main() -> None:
     parser.add_argument(
         "--server", choices=["serve", "runserver", "gunicorn-sync"], default="serve"
     )
-    parser.add_argument("--waits", type=int, default=400)
+    parser.add_argument("--waits", type=int, default=1000)
     parser.add_argument("--wait-seconds", type=int, default=20)
     args = parser.parse_args()
     figures = Figures(__file__, args)
+    _, most = resource.getrlimit(resource.RLIMIT_NOFILE)  # A socket per wait.
+    resource.setrlimit(resource.RLIMIT_NOFILE, (most, most))
     call_command("migrate", verbosity=0)
     call_command("collectstatic", interactive=False, verbosity=0)
     waiting, cookie = stage(max(1, args.waits // 4))

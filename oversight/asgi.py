@@ -1,9 +1,76 @@
-"""ASGI entry point for Oversight."""
+"""ASGI entry point for Oversight: the production server's (``manage.py serve`` runs it
+under uvicorn).
+
+A request goes one of two ways:
+
+- A long-poll (a ``GET`` of an operation, a request or the event feed with a ``wait``
+  other than 0) goes through Django's async handling, and through only the middleware
+  an agent's read needs (HTTPS and the security headers: no session, no sign-in, no
+  CSRF). While it waits it is a coroutine awaiting ``runs.api.watcher``: it holds no
+  thread and no database connection, so a host keeps thousands open. Each synchronous
+  step before the wait (a middleware's hook, the token's lookup, the first read) is a
+  hand-over to a thread and back: with the whole stack, a thousand waits arriving at
+  once took the server seconds to let in.
+- Every other request goes to Django's WSGI handler on a fixed pool of
+  ``OVERSIGHT_WEB_THREADS`` threads (a2wsgi), exactly as under a threaded WSGI server.
+  Django's async handling runs each synchronous middleware and view on a thread of the
+  request's own, handing over at every middleware: plain API reads answered at half
+  the rate of threaded workers (measured for #17), and pages would pay the same.
+"""
 
 import os
+import re
+from urllib.parse import parse_qsl
 
-from django.core.asgi import get_asgi_application
+import django
+from a2wsgi import WSGIMiddleware
+from django.conf import settings
+from django.core.handlers.asgi import ASGIHandler
+from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oversight.settings")
 
-application = get_asgi_application()
+
+LONG_POLLS = re.compile(r"/api/v1/(?:(?:operations|requests)/[0-9]+|events)")
+WAIT_MIDDLEWARE = ["django.middleware.security.SecurityMiddleware"]
+
+
+def waits(scope: dict) -> bool:
+    """Whether the request is a long-poll that asks to wait (``?wait=N``, N not 0)."""
+    if scope["method"] != "GET" or not LONG_POLLS.fullmatch(scope["path"]):
+        return False
+    query = parse_qsl(scope["query_string"].decode("latin-1"))
+    return any(name == "wait" and value.strip() not in ("", "0") for name, value in query)
+
+
+class WaitHandler(ASGIHandler):
+    def load_middleware(self, is_async: bool = False) -> None:
+        """``WAIT_MIDDLEWARE`` instead of ``MIDDLEWARE`` (Django reads the setting, and
+        this runs once, as the process starts)."""
+        every = settings.MIDDLEWARE
+        settings.MIDDLEWARE = WAIT_MIDDLEWARE
+        try:
+            super().load_middleware(is_async)
+        finally:
+            settings.MIDDLEWARE = every
+
+
+class Oversight:
+    def __init__(self, threads: int) -> None:
+        django.setup(set_prefix=False)
+        self.waiting = WaitHandler()
+        self.answering = WSGIMiddleware(get_wsgi_application(), workers=threads)
+
+    async def __call__(self, scope: dict, receive, send) -> None:
+        if scope["type"] == "lifespan":  # Nothing to set up or tear down.
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] != "http":
+            return  # WebSockets: none served.
+        handler = self.waiting if waits(scope) else self.answering
+        await handler(scope, receive, send)
+
+
+application = Oversight(threads=settings.OVERSIGHT_WEB_THREADS)

@@ -312,16 +312,18 @@ OVERSIGHT_API_MAX_DEPTH = env_int("OVERSIGHT_API_MAX_DEPTH", 20, minimum=1)
 OVERSIGHT_API_MAX_WAIT_SECONDS = env_int("OVERSIGHT_API_MAX_WAIT_SECONDS", 30, minimum=0)
 OVERSIGHT_API_MAX_PAGE = env_int("OVERSIGHT_API_MAX_PAGE", 500, minimum=1)
 # Concurrent long-polls (?wait=N) per token and in all, on this host; beyond them a
-# wait gets 429 with Retry-After. Keep the total below the requests the server handles
-# at once (workers x threads), so that the reviewers' pages always find one free.
+# wait gets 429 with Retry-After. Under the production server a waiting long-poll holds
+# no thread and no database connection, only its socket and two open files; under
+# runserver (the demo) it holds a thread.
 OVERSIGHT_API_MAX_WAITS_PER_TOKEN = env_int("OVERSIGHT_API_MAX_WAITS_PER_TOKEN", 8, minimum=1)
-OVERSIGHT_API_MAX_WAITS = env_int("OVERSIGHT_API_MAX_WAITS", 32, minimum=1)
-# The production server (manage.py serve, bin/serve): where it listens, and its processes
-# and threads (a long-poll holds a thread; the command refuses fewer threads in all than
-# the waits allowed, plus some for pages).
+OVERSIGHT_API_MAX_WAITS = env_int("OVERSIGHT_API_MAX_WAITS", 2048, minimum=1)
+# The production server (manage.py serve, bin/serve): where it listens, its processes,
+# each one's threads for every request but waiting long-polls, and the PostgreSQL
+# connections each may hold at once (a pool).
 OVERSIGHT_BIND = env_str("OVERSIGHT_BIND", "127.0.0.1:8000")
 OVERSIGHT_WEB_PROCESSES = env_int("OVERSIGHT_WEB_PROCESSES", 2, minimum=1)
-OVERSIGHT_WEB_THREADS = env_int("OVERSIGHT_WEB_THREADS", 24, minimum=1)
+OVERSIGHT_WEB_THREADS = env_int("OVERSIGHT_WEB_THREADS", 16, minimum=1)
+OVERSIGHT_WEB_DB_CONNECTIONS = env_int("OVERSIGHT_WEB_DB_CONNECTIONS", 20, minimum=1)
 # A stored answer to an Idempotency-Key is replayed for this long; a retry sent later
 # runs as a new request. At least the client's whole retry window (minutes).
 OVERSIGHT_API_REPLAY_TTL = timedelta(

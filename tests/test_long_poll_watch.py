@@ -3,6 +3,7 @@
 waiting agent holds no database connection. Real concurrent requests against the live
 server."""
 
+import asyncio
 import json
 import threading
 import time
@@ -94,7 +95,7 @@ def test_a_failed_read_is_tried_again_and_the_wait_still_wakes(propose, reviewer
     seen = []
 
     def wait() -> None:
-        seen.append(WATCHER.wait("operation", operation.pk, operation.version, 10))
+        seen.append(asyncio.run(WATCHER.wait("operation", operation.pk, operation.version, 10)))
         connection.close()
 
     waiting = threading.Thread(target=wait)

@@ -8,6 +8,7 @@ import binascii
 from datetime import datetime, timedelta
 from typing import Annotated
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.http import Http404, HttpResponse
@@ -315,13 +316,12 @@ def find_operations(
     response={200: s.OperationOut, 429: s.Problem, **PROBLEMS},
     tags=["operations"],
 )
-def read_operation(request, pk: int, wait: int = 0, version: int | None = None):
+async def read_operation(request, pk: int, wait: int = 0, version: int | None = None):
     """Read an operation. With ``wait=N`` (seconds, bounded) the answer comes as soon as
     the operation changes from ``version`` (default: the version when asked), or after
     N seconds with the operation as it is. A wait beyond the concurrent waits allowed
     per token or in all is refused at once: 429, with ``Retry-After``."""
-    operation = own_operation(request, pk)
-    expire_if_due(operation, db_now())
+    operation = await sync_to_async(_operation_now)(request, pk)
     known = operation.version if version is None else version
 
     def changed() -> bool:
@@ -329,8 +329,14 @@ def read_operation(request, pk: int, wait: int = 0, version: int | None = None):
         return operation.version != known
 
     watched = ("operation", operation.pk, operation.version)
-    refusal = long_poll(token(request).pk, wait, changed, watched)
-    return refusal or s.OperationOut.of(operation)
+    refusal = await long_poll(token(request).pk, wait, changed, watched)
+    return refusal or await sync_to_async(s.OperationOut.of)(operation)
+
+
+def _operation_now(request, pk: int) -> Operation:
+    operation = own_operation(request, pk)
+    expire_if_due(operation, db_now())
+    return operation
 
 
 @router.post(

@@ -3,6 +3,7 @@ execute, wait for the answer (long-poll, or the feed), look a request up by the
 agent's own name for it, withdraw it. Found only within the token's own sessions, as
 every endpoint (``runs.api.endpoints``): another agent's request is a 404."""
 
+from asgiref.sync import sync_to_async
 from django.shortcuts import get_object_or_404
 from ninja import Router
 
@@ -78,20 +79,26 @@ def find_requests(
     response={200: RequestOut, 429: s.Problem, **PROBLEMS},
     tags=["requests"],
 )
-def read_request(request, pk: int, wait: int = 0, version: int | None = None):
+async def read_request(request, pk: int, wait: int = 0, version: int | None = None):
     """Read a request. With ``wait=N`` (seconds, bounded) the answer comes as soon as
     the request changes from ``version`` (default: the version when asked), or after
     N seconds as it is; beyond the concurrent waits allowed, 429 with ``Retry-After``."""
-    human = own_request(request, pk)
-    service.expire_if_due(human, db_now())
+    human = await sync_to_async(_request_now)(request, pk)
     known = human.version if version is None else version
 
     def changed() -> bool:
         human.refresh_from_db()
         return human.version != known
 
-    refusal = long_poll(token(request).pk, wait, changed, ("request", human.pk, human.version))
-    return refusal or RequestOut.of(human)
+    watched = ("request", human.pk, human.version)
+    refusal = await long_poll(token(request).pk, wait, changed, watched)
+    return refusal or await sync_to_async(RequestOut.of)(human)
+
+
+def _request_now(request, pk: int) -> HumanRequest:
+    human = own_request(request, pk)
+    service.expire_if_due(human, db_now())
+    return human
 
 
 @router.post(

@@ -1,7 +1,8 @@
 """Long-polls, and a cap on concurrent ones (``GET …?wait=N``), per token and in
-all, so that waiting agents cannot take every server thread from the reviewers'
-pages. A wait reads nothing while it waits (``runs.api.watcher`` wakes it) and gives
-its database connection back meanwhile. A wait beyond a cap is refused at once with a
+all. A wait reads nothing while it waits (``runs.api.watcher`` wakes it), gives its
+database connection back meanwhile, and under the production server holds no thread
+either: it costs its socket and two open files, and the caps keep those (and one
+agent's share) bounded. A wait beyond a cap is refused at once with a
 429 and a ``Retry-After``; a read without ``wait`` is never counted.
 
 The count must hold across the server's worker processes, so it lives in the file
@@ -16,11 +17,13 @@ allow their own ``OVERSIGHT_API_MAX_WAITS``.
 
 import fcntl
 import os
+import random
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from asgiref.sync import SyncToAsync, sync_to_async
 from django.conf import settings
 from django.db import connection
 from django.http import JsonResponse
@@ -35,31 +38,52 @@ class Busy(Exception):
     """Every slot of a cap is held."""
 
 
-def long_poll(
+async def long_poll(
     token_pk: int, wait: int, changed: Callable[[], bool], watched: tuple[str, int, int]
 ) -> JsonResponse | None:
-    """Ask ``changed()`` until it says yes or ``wait`` seconds (bounded by
-    ``OVERSIGHT_API_MAX_WAIT_SECONDS``) have passed, holding a wait slot of the token's
-    meanwhile; between two asks, sleep until ``watched`` (a kind of
-    ``runs.api.watcher.COUNTERS``, a row and the counter's value when ``changed`` was
-    first asked) moves. Returns the 429 to answer if no slot is free, else None.
-    ``changed`` reads the database again each time it is asked, at least once."""
+    """Ask ``changed()`` (in a thread: it reads the database) until it says yes or
+    ``wait`` seconds (bounded by ``OVERSIGHT_API_MAX_WAIT_SECONDS``) have passed,
+    holding a wait slot of the token's meanwhile; between two asks, await ``watched``
+    (a kind of ``runs.api.watcher.COUNTERS``, a row and the counter's value when
+    ``changed`` was first asked) moving. Returns the 429 to answer if no slot is free,
+    else None. ``changed`` reads the database again each time it is asked, at least
+    once."""
     if not 0 <= wait <= settings.OVERSIGHT_API_MAX_WAIT_SECONDS:
         raise LimitExceeded("wait", f"between 0 and {settings.OVERSIGHT_API_MAX_WAIT_SECONDS}")
+    ask = sync_to_async(changed)
     if not wait:
-        changed()  # One read: the answer is what is there now.
+        await ask()  # One read: the answer is what is there now.
         return None
     deadline = time.monotonic() + wait
     kind, pk, seen = watched
     try:
         with wait_slot(token_pk):
-            while not changed() and (left := deadline - time.monotonic()) > 0:
-                if not connection.in_atomic_block:
-                    connection.close()  # Not held while waiting; the next read connects.
-                seen = WATCHER.wait(kind, pk, seen, left)
+            while not await ask() and (left := deadline - time.monotonic()) > 0:
+                await sync_to_async(_let_go_of_the_connection)()
+                _let_go_of_the_thread()
+                seen = await WATCHER.wait(kind, pk, seen, left)
     except Busy as busy:
         return too_many(busy)
     return None
+
+
+def _let_go_of_the_thread() -> None:
+    """Under ASGI, Django runs a request's synchronous parts (its middleware, the reads
+    above) on a thread of the request's own, kept until the request ends: a wait would
+    hold it for nothing. Shut it down; the request's next synchronous part starts
+    another. (Under WSGI those parts run on the request's thread, and this does
+    nothing.) These are asgiref's own attributes, not its documented interface: if they
+    change, ``test_waiting_long_polls_hold_no_server_thread`` counts the threads kept."""
+    context = SyncToAsync.thread_sensitive_context.get(None)
+    executor = SyncToAsync.context_to_thread_executor.pop(context, None) if context else None
+    if executor is not None:
+        executor.shutdown(wait=False)
+
+
+def _let_go_of_the_connection() -> None:
+    """A waiting request holds no database connection: the next read connects again."""
+    if not connection.in_atomic_block:
+        connection.close()
 
 
 @contextmanager
@@ -86,7 +110,8 @@ def too_many(busy: Busy) -> JsonResponse:
 def _slot(name: str, count: int, whose: str) -> Iterator[None]:
     folder = Path(settings.VAR_DIR) / "waits"
     folder.mkdir(parents=True, exist_ok=True)
-    for number in range(count):
+    start = random.randrange(count)  # With thousands of slots, few are tried.
+    for number in ((start + n) % count for n in range(count)):
         fd = os.open(folder / f"{name}.{number}", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

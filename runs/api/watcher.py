@@ -1,7 +1,7 @@
 """The rows that long-polls wait on, watched by one thread per process, so that a wait
 costs no query of its own while nothing changes and learns of a change within a few
 milliseconds on SQLite, 20 on PostgreSQL (each wait used to read its row again every
-0.1 s).
+0.1 s). A wait is awaited: under the production server it holds no thread either.
 
 A wait names a counter that only grows (an operation's or a request's ``version``, a
 token's ``feed_seq``) and the value it last saw. While any wait is open, the thread
@@ -12,11 +12,14 @@ request then reads what changed itself. The thread ends, and closes its connecti
 once no wait has been open for ``LINGER_SECONDS``.
 """
 
+import asyncio
 import logging
 import threading
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
 
 from django.db import connection
 
@@ -41,7 +44,7 @@ class _Wait:
     kind: str
     pk: int
     seen: int
-    woken: threading.Event = field(default_factory=threading.Event)
+    wake: Callable[[], None]  # Called from the watching thread.
 
 
 class Watcher:
@@ -51,12 +54,20 @@ class Watcher:
         self._fresh = False  # Waits added since the last read: read at once.
         self._thread: threading.Thread | None = None
 
-    def wait(self, kind: str, pk: int, seen: int, seconds: float) -> int:
-        """Block until ``kind``'s counter of row ``pk`` differs from ``seen``, or for
-        ``seconds``; return the counter as last read (``seen`` if it did not move)."""
+    async def wait(self, kind: str, pk: int, seen: int, seconds: float) -> int:
+        """Wait, holding no thread, until ``kind``'s counter of row ``pk`` differs from
+        ``seen``, or for ``seconds``; return the counter as last read (``seen`` if it
+        did not move)."""
         if kind not in COUNTERS:
             raise ValueError(f"nothing watches {kind!r}")
-        waiting = _Wait(kind, pk, seen)
+        loop = asyncio.get_running_loop()
+        moved = loop.create_future()
+
+        def wake() -> None:
+            with suppress(RuntimeError):  # The loop has closed: that wait has ended.
+                loop.call_soon_threadsafe(lambda: moved.done() or moved.set_result(None))
+
+        waiting = _Wait(kind, pk, seen, wake)
         try:
             with self._lock:
                 self._waits.add(waiting)
@@ -65,7 +76,7 @@ class Watcher:
                     thread = threading.Thread(target=self._watch, name="long-polls", daemon=True)
                     thread.start()
                     self._thread = thread
-            waiting.woken.wait(seconds)
+            await asyncio.wait([moved], timeout=seconds)
         finally:
             with self._lock:
                 self._waits.discard(waiting)
@@ -130,7 +141,7 @@ def _wake(waits: list[_Wait]) -> None:
             now = counters.get(waiting.pk, waiting.seen)
             if now != waiting.seen:
                 waiting.seen = now
-                waiting.woken.set()
+                waiting.wake()
 
 
 def _close_quietly() -> None:

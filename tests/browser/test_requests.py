@@ -3,6 +3,7 @@ beside operations, the page shows the agent's words safely, and the answer reach
 the agent through the API."""
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from playwright.sync_api import expect
@@ -50,7 +51,11 @@ def test_a_reviewer_answers_a_question_from_the_queue(page, reviewer, run, agent
     expect(page.locator("#answer")).to_contain_text("Choose by reviewer")
     expect(page.locator("#answer")).to_contain_text("us-east")
 
-    body = Api(agent_token.plain).get(f"/requests/{human.pk}").json()
+    # Reading a request is an async view: the test client runs it in an event loop of
+    # its own, which it cannot do in this thread, where Playwright's loop runs.
+    with ThreadPoolExecutor(1) as agent:
+        read = agent.submit(Api(agent_token.plain).get, f"/requests/{human.pk}").result()
+    body = read.json()
     assert body["status"] == "answered"
     assert (body["answer"]["kind"], body["answer"]["data"], body["answer"]["by"]) == (
         "choose",

@@ -1,19 +1,22 @@
-"""Serve Oversight in production: gunicorn running ``oversight.wsgi`` in threaded worker
-processes, static files collected first and served by WhiteNoise.
+"""Serve Oversight in production: gunicorn keeping worker processes that each run
+``oversight.asgi`` under uvicorn, static files collected first and served by
+WhiteNoise.
 
-Why gunicorn's threads: an agent's long-poll (``GET …?wait=N``) holds a thread for up to
-``OVERSIGHT_API_MAX_WAIT_SECONDS`` while reviewers' pages must answer at once. Sync
-workers give one request per process (a few waits stall every page). Under an ASGI
-server (uvicorn, tried for #17) Django runs each request's synchronous middleware and
-views on a thread of the request's own, handing over at every middleware: plain API
-reads answered at half the rate. Threads are what the views need, and
-``bench/long_polls.py --server serve`` measures the pages meanwhile.
+Why: an agent's long-poll (``GET …?wait=N``) may wait ``OVERSIGHT_API_MAX_WAIT_SECONDS``
+while reviewers' pages must answer at once. In ``oversight.asgi`` a waiting long-poll
+is a coroutine on uvicorn's event loop: it holds no thread and no database connection,
+so a host keeps thousands open (threaded workers held a thread per wait, and so
+allowed a few dozen). Every other request runs on a fixed pool of threads per process
+(``--threads``), as gunicorn's threaded workers ran them.
 
-A process takes no more connections than it has threads (``worker_connections``), so a
-process whose threads all wait leaves new connections in the kernel's queue for one
-with a free thread, instead of queueing a page behind waits; no keep-alive (the proxy in
-front keeps its own connections to browsers).
+A long-poll's own reads run on a thread of the request's own that ends with it, so a
+database connection kept for the next request would never be used again: every
+connection of a web process is given back when its request ends, and on PostgreSQL it
+comes from the process's pool of at most ``OVERSIGHT_WEB_DB_CONNECTIONS`` (psycopg's,
+through Django); a request that finds them all in use waits for one.
 """
+
+import resource
 
 from django.conf import settings
 from django.core.management import call_command
@@ -21,13 +24,13 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 from gunicorn.app.base import BaseApplication
 
-# Threads the server keeps beyond the long-polls allowed on this host, for pages.
-PAGE_THREADS = 8
+POOL_TIMEOUT_SECONDS = 10  # A request waiting this long for a connection fails.
 
 
 class Server(BaseApplication):
-    def __init__(self, options: dict) -> None:
+    def __init__(self, options: dict, threads: int) -> None:
         self.options = options
+        self.threads = threads
         super().__init__()
 
     def load_config(self) -> None:
@@ -35,15 +38,31 @@ class Server(BaseApplication):
             self.cfg.set(name, value)
 
     def load(self):
-        from oversight.wsgi import application
+        _pool_connections()
+        from oversight.asgi import Oversight
 
-        return application
+        return Oversight(threads=self.threads)
+
+
+def _pool_connections() -> None:
+    """In a web process, before its first connection: no connection outlives its
+    request, and on PostgreSQL they come from the process's pool."""
+    for alias in connections:
+        database = connections.settings[alias]
+        database["CONN_MAX_AGE"] = 0
+        if database["ENGINE"] == "django.db.backends.postgresql":
+            database["OPTIONS"]["pool"] = {
+                "min_size": 1,
+                "max_size": settings.OVERSIGHT_WEB_DB_CONNECTIONS,
+                "timeout": POOL_TIMEOUT_SECONDS,
+            }
 
 
 class Command(BaseCommand):
     help = (
-        "Serve Oversight in production (gunicorn, threaded workers; static files by "
-        "WhiteNoise). Run migrations first (bin/upgrade) and runworker beside it."
+        "Serve Oversight in production (gunicorn and uvicorn: long-polls on the event "
+        "loop, every other request on a pool of threads; static files by WhiteNoise). "
+        "Run migrations first (bin/upgrade) and runworker beside it."
     )
 
     def add_arguments(self, parser) -> None:
@@ -52,13 +71,10 @@ class Command(BaseCommand):
         parser.add_argument("--threads", type=int, default=settings.OVERSIGHT_WEB_THREADS)
 
     def handle(self, *args, bind: str, processes: int, threads: int, **options) -> None:
-        needed = settings.OVERSIGHT_API_MAX_WAITS + PAGE_THREADS
-        if processes < 1 or threads < 1 or processes * threads < needed:
-            raise CommandError(
-                f"{processes} processes x {threads} threads is fewer than the "
-                f"{needed} needed: OVERSIGHT_API_MAX_WAITS ({settings.OVERSIGHT_API_MAX_WAITS})"
-                f" long-polls plus {PAGE_THREADS} for pages"
-            )
+        for name, value in (("--processes", processes), ("--threads", threads)):
+            if value < 1:
+                raise CommandError(f"{name} must be at least 1, not {value}")
+        _open_files_allowed()
         call_command("collectstatic", interactive=False, verbosity=0)
         connections.close_all()  # The worker processes are forked from this one.
         Server(
@@ -66,24 +82,31 @@ class Command(BaseCommand):
                 **_json_logs(),
                 "bind": bind,
                 "workers": processes,
-                "worker_class": "gthread",
-                "threads": threads,
-                "worker_connections": threads,
+                "worker_class": "uvicorn_worker.UvicornWorker",
                 "keepalive": 0,
                 # A long-poll in hand may finish when the server is asked to stop.
                 "graceful_timeout": settings.OVERSIGHT_API_MAX_WAIT_SECONDS + 5,
                 # Oversight reads the proxy's headers itself (OVERSIGHT_PROXY_SSL_HEADER,
-                # OVERSIGHT_CLIENT_IP_HEADER): gunicorn trusts none.
+                # OVERSIGHT_CLIENT_IP_HEADER): the server trusts none.
                 "forwarded_allow_ips": "",
                 "proc_name": "oversight",
                 "errorlog": "-",
-            }
+            },
+            threads=threads,
         ).run()
 
 
+def _open_files_allowed() -> None:
+    """Each open long-poll holds its socket and two slot files: allow as many open
+    files as the system lets this user (often 1,024 by default, of a far higher hard
+    limit)."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 def _json_logs() -> dict:
-    """With OVERSIGHT_LOG_FORMAT=json, gunicorn's own lines (start, stop, a worker
-    restarted) go through Oversight's log handler too: every line one JSON object."""
+    """With OVERSIGHT_LOG_FORMAT=json, gunicorn's and uvicorn's own lines (start, stop, a
+    worker restarted) go through Oversight's log handler too: every line one JSON object."""
     if settings.OVERSIGHT_LOG_FORMAT != "json":
         return {}
     gunicorn = {"level": "INFO", "handlers": [], "propagate": True}
