@@ -67,8 +67,14 @@ class Oversight:
                 await send({"type": "lifespan.startup.complete"})
             await send({"type": "lifespan.shutdown.complete"})
             return
-        if scope["type"] != "http":
-            return  # WebSockets: none served.
+        if scope["type"] != "http":  # WebSockets: none served.
+            await send({"type": "websocket.close"})
+            return
+        # A header named with an underscore would reach Django as the one named with a
+        # dash (X_Forwarded_For as X-Forwarded-For, past the proxy that overwrites the
+        # latter): dropped, as gunicorn drops them.
+        headers = [(name, value) for name, value in scope["headers"] if b"_" not in name]
+        scope = {**scope, "headers": headers}
         handler = self.waiting if waits(scope) else self.answering
         await handler(scope, receive, send)
 

@@ -114,6 +114,11 @@ def test_the_procfile_serves_signed_in_pages_and_turns_healthy_with_its_worker(d
         plain, _ = browser.request("GET", "/accounts/login/", proxied=False)
         assert plain.status == 301
         assert plain.headers["Location"] == f"https://127.0.0.1:{port}/accounts/login/"
+        # A header named with an underscore is not taken for the proxy's own.
+        sly = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        sly.request("GET", "/accounts/login/", headers={"X_Forwarded_Proto": "https"})
+        assert sly.getresponse().status == 301
+        sly.close()
 
         page, form = browser.request("GET", "/accounts/login/")
         assert page.status == 200
@@ -170,10 +175,19 @@ def api(port: int, token: str, method: str, path: str, body: dict | None = None)
     return answer
 
 
-def threads_of_children(pid: int) -> list[int]:
-    """How many threads each process ``pid`` started has (gunicorn's workers)."""
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return [len(list(Path(f"/proc/{child}/task").iterdir())) for child in children]
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started (gunicorn's workers)."""
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def threads(pid: int) -> int:
+    return len(list(Path(f"/proc/{pid}/task").iterdir()))
+
+
+def flocks_held(pid: int) -> int:
+    """How many ``flock`` locks process ``pid`` holds (in /proc/locks: ``FLOCK … pid``)."""
+    fields = [line.split() for line in Path("/proc/locks").read_text().splitlines()]
+    return sum(1 for f in fields if f[1] == "FLOCK" and f[4] == str(pid))
 
 
 def test_waiting_long_polls_hold_no_server_thread(deployment):
@@ -200,16 +214,22 @@ def test_waiting_long_polls_hold_no_server_thread(deployment):
              "arguments": {"from": "A", "to": "B", "amount": "1.00"}, "risk": "medium",
              "rollback_kind": "compensating", "base_version": run["version"]},
         )  # fmt: skip
-        idle = threads_of_children(web.pid)
+        (worker,) = children(web.pid)
+        idle = threads(worker)
         path = f"/operations/{operation['id']}?wait=30"
         with ThreadPoolExecutor(WAITS) as agents:
             waits = [agents.submit(api, port, token, "GET", path) for _ in range(WAITS)]
+            # All of them in: each holds a slot of its token's cap and one of all.
+            deadline = time.monotonic() + 25  # Within their wait of 30 s.
+            while flocks_held(worker) < 2 * WAITS:
+                assert time.monotonic() < deadline, f"{flocks_held(worker) // 2} waits in"
+                time.sleep(0.2)
             # Each wait takes a thread for its first reads, then waits holding none:
             # the process keeps its threads for requests and a few of its own (one
             # watching the rows all the waits wait on, the event loop's few helpers).
             deadline = time.monotonic() + 20
-            while (threads := threads_of_children(web.pid)[0]) > idle[0] + 8:
-                assert time.monotonic() < deadline, f"{threads} threads, {idle} before"
+            while (now := threads(worker)) > idle + 8:
+                assert time.monotonic() < deadline, f"{now} threads, {idle} before"
                 time.sleep(0.5)
             page, _ = Browser(port).request("GET", "/accounts/login/")
             assert page.status == 200

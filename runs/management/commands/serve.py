@@ -16,6 +16,7 @@ comes from the process's pool of at most ``OVERSIGHT_WEB_DB_CONNECTIONS`` (psyco
 through Django); a request that finds them all in use waits for one.
 """
 
+import logging
 import resource
 
 from django.conf import settings
@@ -23,8 +24,10 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 from gunicorn.app.base import BaseApplication
+from uvicorn_worker import UvicornWorker
 
 POOL_TIMEOUT_SECONDS = 10  # A request waiting this long for a connection fails.
+KEEPALIVE_SECONDS = 5
 
 
 class Server(BaseApplication):
@@ -82,8 +85,10 @@ class Command(BaseCommand):
                 **_json_logs(),
                 "bind": bind,
                 "workers": processes,
-                "worker_class": "uvicorn_worker.UvicornWorker",
-                "keepalive": 0,
+                "worker_class": f"{__name__}.Worker",
+                # Idle connections kept this long: uvicorn closes one kept 0 s without
+                # saying so, which a proxy reusing it would meet as an error.
+                "keepalive": KEEPALIVE_SECONDS,
                 # A long-poll in hand may finish when the server is asked to stop.
                 "graceful_timeout": settings.OVERSIGHT_API_MAX_WAIT_SECONDS + 5,
                 # Oversight reads the proxy's headers itself (OVERSIGHT_PROXY_SSL_HEADER,
@@ -96,12 +101,25 @@ class Command(BaseCommand):
         ).run()
 
 
+class Worker(UvicornWorker):
+    """uvicorn's worker, whose own lines (an error in a request included) go where
+    gunicorn's go: uvicorn gives its loggers gunicorn's handlers and stops them there,
+    and with OVERSIGHT_LOG_FORMAT=json gunicorn's have none (they pass their lines on
+    to Oversight's handler)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if settings.OVERSIGHT_LOG_FORMAT == "json":
+            logging.getLogger("uvicorn.error").propagate = True
+
+
 def _open_files_allowed() -> None:
     """Each open long-poll holds its socket and two slot files: allow as many open
     files as the system lets this user (often 1,024 by default, of a far higher hard
     limit)."""
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    if hard != resource.RLIM_INFINITY:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def _json_logs() -> dict:
