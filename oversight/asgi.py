@@ -26,7 +26,7 @@ import django
 from a2wsgi import WSGIMiddleware
 from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
-from django.core.wsgi import get_wsgi_application
+from django.core.handlers.wsgi import WSGIHandler
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oversight.settings")
 
@@ -59,7 +59,7 @@ class Oversight:
     def __init__(self, threads: int) -> None:
         django.setup(set_prefix=False)
         self.waiting = WaitHandler()
-        self.answering = WSGIMiddleware(get_wsgi_application(), workers=threads)
+        self.answering = WSGIMiddleware(WSGIHandler(), workers=threads)
 
     async def __call__(self, scope: dict, receive, send) -> None:
         if scope["type"] == "lifespan":  # Nothing to set up or tear down.
@@ -79,4 +79,12 @@ class Oversight:
         await handler(scope, receive, send)
 
 
-application = Oversight(threads=settings.OVERSIGHT_WEB_THREADS)
+def __getattr__(name: str) -> Oversight:
+    """``application``, for an ASGI server given ``oversight.asgi:application``, built
+    when first asked for: ``serve`` imports this module to build its own, with its
+    ``--threads``, and two would load every middleware twice in each process."""
+    if name != "application":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    global application
+    application = Oversight(threads=settings.OVERSIGHT_WEB_THREADS)
+    return application
