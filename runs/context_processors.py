@@ -1,4 +1,5 @@
 from django.db.models import Q
+from django.utils.functional import SimpleLazyObject
 
 from runs.models import Alert, HumanRequest, Operation
 from runs.permissions import projects_with_perm
@@ -6,7 +7,9 @@ from runs.permissions import projects_with_perm
 
 def navigation(request) -> dict:
     """The counts in the navigation: decisions waiting for me (proposals and human
-    requests, shown to reviewers only), alerts open in my projects."""
+    requests, shown to reviewers only), alerts open in my projects. Each is counted
+    when a page shows it, unless the page counted it already (the approvals queue puts
+    its own ``nav_pending`` in its context, which takes precedence)."""
     user = request.user
     if not user.is_authenticated:
         return {}
@@ -24,10 +27,13 @@ def navigation(request) -> dict:
     )
     return {
         "can_review": bool(deciding),
-        "nav_pending": pending.count() if deciding else 0,
-        "nav_alerts": Alert.objects.filter(
-            ~Q(status=Alert.Status.RESOLVED), project__in=projects_with_perm(user, "view_alert")
-        ).count(),
+        "nav_pending": SimpleLazyObject(lambda: pending.count() if deciding else 0),
+        "nav_alerts": SimpleLazyObject(
+            Alert.objects.filter(
+                ~Q(status=Alert.Status.RESOLVED),
+                project__in=projects_with_perm(user, "view_alert"),
+            ).count
+        ),
     }
 
 

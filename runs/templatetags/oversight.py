@@ -1,8 +1,11 @@
 import json
 from datetime import datetime
+from html import escape
 
 from django import template
 from django.utils import timezone
+from django.utils.dates import MONTHS_3
+from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince, timeuntil
 
 register = template.Library()
@@ -16,6 +19,24 @@ def relative(when: datetime | None) -> str:
     if when > timezone.now():
         return f"in {timeuntil(when)}"
     return f"{timesince(when)} ago"
+
+
+@register.simple_tag
+def when(moment: datetime | None) -> str:
+    """A moment as people read it, "Dec 1, 14:05 (5 minutes ago)", in the viewer's time
+    zone, with its exact time and zone as a tooltip and in ISO 8601 for machines. In
+    plain Python rather than ``date`` filters and ``format_html``: the run page's
+    timeline shows hundreds, and those took a fifth of a millisecond each. Nothing in
+    it is anybody's text but the zone's name and Django's words, escaped all the same."""
+    if moment is None:
+        return ""
+    local = timezone.localtime(moment)
+    exact = escape(f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()}")
+    shown = f"{MONTHS_3[local.month].title()} {local.day}, {local:%H:%M}"
+    return mark_safe(
+        f'<time datetime="{local.isoformat()}" title="{exact}">{escape(shown)}</time>'
+        f' <span class="muted">({escape(relative(moment))})</span>'
+    )
 
 
 @register.filter

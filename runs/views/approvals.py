@@ -22,6 +22,9 @@ EXPIRING_SOON = timedelta(hours=1)
 QUEUE_LIMIT = 100
 
 
+# An operation's fields the queue does not show: JSON decoded for nothing, row by row.
+_NOT_SHOWN = ("rationale", "proposed_arguments", "arguments", "intent", "result", "status_reason")
+
 # How many approvals that count each queued operation has (its two-person progress).
 _approvals_counted = (
     Decision.objects.counted_approvals()
@@ -51,11 +54,12 @@ def queue(request: HttpRequest) -> HttpResponse:
         return HttpResponse(status=204)
     now = timezone.now()
     rows = (
-        pending.select_related("run__session__token", "project", "proposed_by_token")
+        _oldest(pending)
+        .select_related("run__session__token", "project", "proposed_by_token")
+        .defer(*_NOT_SHOWN)
         .annotate(approvals=Coalesce(Subquery(_approvals_counted), 0))
-        .order_by("created_at", "pk")[:QUEUE_LIMIT]
     )
-    requests = asking.select_related("run__session__token", "project", "asked_by_token")
+    requests = _oldest(asking).select_related("run__session__token", "project", "asked_by_token")
     sla = timedelta(minutes=settings.OVERSIGHT_REVIEW_SLA_MINUTES)
     query = request.GET.copy()
     query.pop("since", None)
@@ -81,7 +85,7 @@ def queue(request: HttpRequest) -> HttpResponse:
                 human.expires_at - now < EXPIRING_SOON,
                 own_interest(human, request.user),
             )
-            for human in requests.order_by("created_at", "pk")[:QUEUE_LIMIT]
+            for human in requests
         ],
         "count": summary["count"],
         "request_count": asked["count"],
@@ -90,8 +94,22 @@ def queue(request: HttpRequest) -> HttpResponse:
         "version": version,
         "sla_minutes": settings.OVERSIGHT_REVIEW_SLA_MINUTES,
     }
+    if not _narrowed(filters):  # The navigation's count is this one: not counted twice.
+        context["nav_pending"] = context["total"]
     template = "runs/approvals.html#queue" if request.htmx else "runs/approvals.html"
     return render(request, template, context)
+
+
+def _oldest(queryset):
+    """The oldest ``QUEUE_LIMIT`` of ``queryset``, chosen by their keys alone, so that
+    what a row shows (its run, agent, project, approvals so far) is read for those
+    rows only, not for every pending one before the cut."""
+    first = queryset.order_by("created_at", "pk").values("pk")[:QUEUE_LIMIT]
+    return queryset.model.objects.filter(pk__in=first).order_by("created_at", "pk")
+
+
+def _narrowed(filters: QueueFilter) -> bool:
+    return filters.is_valid() and any(filters.cleaned_data.values())
 
 
 def _version(summary: dict) -> str:
