@@ -26,7 +26,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from runs import machines
+from runs import machines, statements
 from runs.actors import Actor
 from runs.chain import GENESIS, checkpoint_hash
 from runs.errors import StaleVersion
@@ -289,8 +289,10 @@ def _append(
     and its entry in the feed of the token that opened the run's session. ``changed``
     is the operation whose row this step changed (refreshed in place), if any."""
     seq = run.version + 1
-    updated = Run.objects.filter(pk=run.pk, version=run.version).update(
-        version=seq, updated_at=timezone.now(), **changes
+    updated = statements.update(
+        Run,
+        {"id": run.pk, "version": run.version},
+        {"version": seq, "updated_at": timezone.now(), **changes},
     )
     if updated != 1:  # Only possible if the caller did not hold the run lock.
         raise StaleVersion(f"run {run.pk} moved past version {run.version} during the write")
@@ -319,7 +321,7 @@ def _append(
         prev_hash=previous.hash if previous else GENESIS,
     )
     checkpoint.hash = checkpoint_hash(checkpoint)
-    checkpoint.save()
+    statements.insert(checkpoint)
     # The next checkpoint written through this instance (which holds the run's lock, in
     # this transaction) chains to this one without reading it back.
     run.head = checkpoint
@@ -377,7 +379,7 @@ def _feed(run: Run, checkpoint: Checkpoint) -> None:
         table = connection.ops.quote_name(AgentToken._meta.db_table)
         cursor.execute(FEED_NEXT.format(table=table), [token_id])
         (seq,) = cursor.fetchone()
-    FeedEvent.objects.create(token_id=token_id, seq=seq, checkpoint=checkpoint)
+    statements.insert(FeedEvent(token_id=token_id, seq=seq, checkpoint=checkpoint))
 
 
 def _state(
@@ -458,10 +460,10 @@ def _update_versioned(target: Operation | HumanRequest, noun: str, fields: dict)
     """Apply ``fields`` to ``target``'s row only if it is still at the version and status
     the caller read, bumping its version, and refresh ``target`` in place; returns the
     status it had. A stale caller gets ``StaleVersion`` and nothing is written."""
-    updated = (
-        type(target)
-        .objects.filter(pk=target.pk, version=target.version, status=target.status)
-        .update(version=F("version") + 1, updated_at=timezone.now(), **fields)
+    updated = statements.update(
+        type(target),
+        {"id": target.pk, "version": target.version, "status": target.status},
+        {"version": target.version + 1, "updated_at": timezone.now(), **fields},
     )
     if updated != 1:
         raise StaleVersion(
