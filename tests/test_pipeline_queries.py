@@ -12,6 +12,7 @@ from runs.engine.claims import claim_next
 from runs.engine.executor import Execution
 from runs.engine.worker import Worker
 from runs.models import Account, ApprovalPolicy, Operation
+from runs.services.decisions import decide
 
 LEASE = Worker().lease
 # propose (auto-approved by policy); a worker's step: claim and carry out (intent,
@@ -21,8 +22,12 @@ LEASE = Worker().lease
 # carry out. The same on SQLite and PostgreSQL, but for the approval's notification to
 # idle workers there.
 EXPECTED = {"propose": 21, "at once": 34, "busy step": 34, "claim": 12, "carry out": 34}
+# A reviewer's approval of an operation that awaits one: the decision, the operation's
+# transition in the decision's transaction, the run back to the queue.
+EXPECTED["approve"] = 31
 if connection.vendor == "postgresql":
     EXPECTED["propose"] += 1
+    EXPECTED["approve"] += 1
 
 
 @pytest.fixture
@@ -81,3 +86,27 @@ def test_a_busy_worker_looks_for_what_is_due_once_a_second_not_before_each_opera
     n, did_work = counted(worker.step)  # t2, right after: nothing else looked for.
     assert (n, did_work) == (EXPECTED["busy step"], True)
     assert Operation.objects.filter(status=Operation.Status.COMMITTED).count() == 3
+
+
+def test_an_idle_worker_woken_by_work_claims_it_before_looking_for_what_is_due(transfer):
+    """It looked while idle, less than a second ago: an approval is carried out at once."""
+    worker = Worker("idle")
+    assert not worker.step()  # Nothing to claim: it looks for what is due, and idles.
+    transfer("t1")
+    n, did_work = counted(worker.step)
+    assert (n, did_work) == (EXPECTED["busy step"], True)
+
+
+def test_a_reviewers_approval_costs_a_fixed_number_of_queries(propose, reviewer):
+    operation = propose("t1")
+    n, _ = counted(
+        lambda: decide(
+            operation=operation,
+            reviewer=reviewer,
+            kind="approve",
+            arguments_hash=operation.arguments_hash,
+        )
+    )
+    operation.refresh_from_db()
+    assert (n, operation.status) == (EXPECTED["approve"], Operation.Status.APPROVED)
+    assert operation.run.status == "queued"

@@ -48,7 +48,6 @@ class Worker:
         self.stopping = False
         self.next_housekeeping = 0.0
         self.next_due = 0.0
-        self.busy = False  # The last step drove an operation.
         # Whether the last claim's transaction carried the operation out; None if it
         # did not try.
         self.done_in_claim: bool | None = None
@@ -57,16 +56,16 @@ class Worker:
 
     def step(self) -> bool:
         """Do the housekeeping, then drive one operation; say whether there was work.
-        While operations keep coming, what is due is looked for once a second, not
-        before each one (six queries, and nothing there that urgent), and as soon as
-        the queue is empty."""
-        skipped = self.busy and time.monotonic() < self.next_due
+        What is due is looked for before a claim at most once a second (six queries,
+        and nothing there that urgent: a worker woken by an approval claims it at
+        once, since it looked less than a second ago while idle), and as soon as the
+        queue is empty."""
+        skipped = time.monotonic() < self.next_due
         did_work = False if skipped else self.housekeeping()
         self.done_in_claim = None
         with self.turns.turn(stopped=lambda: self.stopping):
             then = self._at_once if self.at_once else None
             operation = claim_next(worker=self.name, lease=self.lease, then=then)
-        self.busy = operation is not None
         if operation is None:  # The queue is empty: catch up on what is due.
             return self.housekeeping() if skipped else did_work
         if self.done_in_claim:

@@ -84,9 +84,9 @@ def _record_decision(operation, reviewer, kind, arguments_hash, comment, argumen
     seen = seen_preview(operation, *shown) if shown else None
     actor = Actor.of_user(reviewer)
     if kind in (Decision.Kind.REJECT, Decision.Kind.REPLY):
-        decision = _reject(operation, reviewer, kind, comment, actor, seen)
+        decision = _reject(run, operation, reviewer, kind, comment, actor, seen)
     else:
-        decision = _approve(operation, reviewer, kind, comment, arguments, actor, seen, now)
+        decision = _approve(run, operation, reviewer, kind, comment, arguments, actor, seen, now)
     settle_wait(run, actor)
     return decision
 
@@ -106,7 +106,7 @@ def own_interest(item: Operation | HumanRequest, reviewer) -> str | None:
     return None
 
 
-def _reject(operation, reviewer, kind, comment, actor, seen) -> Decision:
+def _reject(run, operation, reviewer, kind, comment, actor, seen) -> Decision:
     decision = Decision.objects.create(
         operation=operation,
         reviewer=reviewer,
@@ -126,11 +126,14 @@ def _reject(operation, reviewer, kind, comment, actor, seen) -> Decision:
         changes={"status_reason": comment, "result": observation},
         detail={"decision": _describe(decision), "observation": observation},
         artifacts=[seen] if seen else [],
+        run=run,
     )
     return decision
 
 
-def _approve(operation, reviewer, kind, comment, arguments, actor, seen, now) -> Decision:
+def _approve(run, operation, reviewer, kind, comment, arguments, actor, seen, now) -> Decision:
+    """``run`` is the operation's run, locked by the caller, whose transaction the
+    transition joins."""
     changes = {}
     decided_hash = operation.arguments_hash
     if kind == Decision.Kind.EDIT:
@@ -182,6 +185,7 @@ def _approve(operation, reviewer, kind, comment, arguments, actor, seen, now) ->
             changes=changes,
             detail=detail,
             artifacts=[seen] if seen else [],
+            run=run,
         )
     else:
         transition_operation(
@@ -196,6 +200,7 @@ def _approve(operation, reviewer, kind, comment, arguments, actor, seen, now) ->
             changes=changes,
             detail=detail,
             artifacts=[seen] if seen else [],
+            run=run,
         )
     return decision
 
