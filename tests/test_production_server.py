@@ -242,6 +242,65 @@ def test_waiting_long_polls_hold_no_server_thread(deployment):
         assert stop(web) == 0
 
 
+def issued(deployment, project: str, name: str) -> str:
+    made = manage_in(f"create_agent_token --project {project} --name {name}", deployment)
+    assert made.returncode == 0, made.stderr
+    return made.stdout.strip()
+
+
+def test_a_long_poll_on_the_event_loop_keeps_the_apis_boundaries(deployment):
+    """The event loop serves a long-poll with only the security middleware before its
+    view: it must still answer another project's agent, another token's, a bad token or
+    none as the API does everywhere, and at once: nothing to wait for, nothing learnt."""
+    elsewhere = manage_in(
+        'shell -c "from runs.models import Project; '
+        "Project.objects.get_or_create(slug='elsewhere', defaults={'name': 'Elsewhere'})\"",
+        deployment,
+    )
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    mine = issued(deployment, "demo", "boundary-agent")
+    neighbour = issued(deployment, "demo", "neighbour-agent")
+    stranger = issued(deployment, "elsewhere", "stranger-agent")
+    port = free_port()
+    web = subprocess.Popen(
+        [".venv/bin/python", "manage.py", "serve", "--bind", f"127.0.0.1:{port}",
+         "--processes", "1", "--threads", "2"],
+        cwd=ROOT, env=deployment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        healthz(Browser(port), {200, 503}, web)
+        _, session = api(port, mine, "POST", "/sessions", {"title": "Boundaries"})
+        _, run = api(port, mine, "POST", "/runs", {"session": session["id"], "goal": "Ask"})
+        _, operation = api(
+            port, mine, "POST", f"/runs/{run['id']}/operations",
+            {"call_id": "call-1", "action": "ledger.transfer",
+             "arguments": {"from": "A", "to": "B", "amount": "1.00"}, "risk": "medium",
+             "rollback_kind": "compensating", "base_version": run["version"]},
+        )  # fmt: skip
+        _, question = api(
+            port, mine, "POST", f"/runs/{run['id']}/requests",
+            {"prompt": "Which one?", "choices": ["a", "b"]},
+        )  # fmt: skip
+        for path in (f"/operations/{operation['id']}", f"/requests/{question['id']}"):
+            for token in (neighbour, stranger):
+                started = time.monotonic()
+                status, body = api(port, token, "GET", f"{path}?wait=5")
+                assert (status, time.monotonic() - started < 2) == (404, True), (path, body)
+                assert "Which one?" not in json.dumps(body)
+                assert "ledger.transfer" not in json.dumps(body)
+            for token in ("", "ovs_not-a-token"):
+                status, _ = api(port, token, "GET", f"{path}?wait=5")
+                assert status == 401
+        started = time.monotonic()
+        status, body = api(port, mine, "GET", f"/requests/{question['id']}?wait=1")
+        assert (status, body["id"]) == (200, question["id"])
+        assert time.monotonic() - started >= 1  # Its own agent's wait does wait.
+        status, body = api(port, stranger, "GET", "/events?wait=1")
+        assert (status, body["events"]) == (200, [])  # Its own feed: nothing of the demo's.
+    finally:
+        assert stop(web) == 0
+
+
 def exec_lines(unit: Path) -> list[list[str]]:
     return [
         shlex.split(line.split("=", 1)[1].lstrip("-").replace("/opt/oversight", str(ROOT)))
