@@ -35,19 +35,3 @@ def navigation(request) -> dict:
             ).count
         ),
     }
-
-
-def pending_for(user):
-    """Operations awaiting a decision in the projects where ``user`` may decide."""
-    return Operation.objects.filter(
-        status=Operation.Status.PROPOSED,
-        project__in=projects_with_perm(user, "decide_operation"),
-    )
-
-
-def open_requests_for(user):
-    """Human requests awaiting an answer in the projects where ``user`` may decide."""
-    return HumanRequest.objects.filter(
-        status=HumanRequest.Status.OPEN,
-        project__in=projects_with_perm(user, "decide_operation"),
-    )

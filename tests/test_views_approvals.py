@@ -5,12 +5,13 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
+from runs import queue
 from runs.models import Operation, Role
 from runs.permissions import role_group
+from runs.queue import QUEUE_LIMIT
 from runs.services.requests import ask
 from runs.services.runs import open_session, start_run
 from runs.views import approvals as approvals_views
-from runs.views.approvals import QUEUE_LIMIT
 from tests.conftest import AGENT, make_user
 
 HTMX = {"HX-Request": "true"}
@@ -189,7 +190,8 @@ def test_query_count_does_not_grow_with_the_queue(
 
 
 def test_a_long_queue_shows_its_oldest_and_says_so(client, reviewer, propose, monkeypatch):
-    monkeypatch.setattr(approvals_views, "QUEUE_LIMIT", 2)
+    monkeypatch.setattr(queue, "QUEUE_LIMIT", 2)  # What the queue reads,
+    monkeypatch.setattr(approvals_views, "QUEUE_LIMIT", 2)  # and what the page says.
     oldest, second, _ = (propose(f"call-{n}") for n in range(3))
     client.force_login(reviewer)
 

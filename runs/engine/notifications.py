@@ -30,10 +30,10 @@ from django.db.models import Q, QuerySet
 
 from runs.actions.base import foreseen, plain_reason
 from runs.clock import db_now
-from runs.context_processors import pending_for
 from runs.engine.deliveries import CLAIM_MARGIN
 from runs.engine.mailtext import QUOTED_NOTE, link, quoted
 from runs.models import Operation, Preferences
+from runs.queue import pending_for
 
 log = logging.getLogger(__name__)
 LISTED = 50

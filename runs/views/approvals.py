@@ -9,17 +9,13 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from runs.context_processors import open_requests_for, pending_for
 from runs.forms import QueueFilter
 from runs.models import Decision
 from runs.permissions import projects_with_perm
+from runs.queue import QUEUE_LIMIT, oldest, open_requests_for, pending_for
 from runs.services.decisions import own_interest
 
 EXPIRING_SOON = timedelta(hours=1)
-# The queue shows the oldest this many operations, and as many requests: a reviewer
-# works from the top, and the filters find the others. Ten thousand rows would be a
-# page of megabytes, rendered again at every change.
-QUEUE_LIMIT = 100
 
 
 # An operation's fields the queue does not show: JSON decoded for nothing, row by row.
@@ -54,12 +50,12 @@ def queue(request: HttpRequest) -> HttpResponse:
         return HttpResponse(status=204)
     now = timezone.now()
     rows = (
-        _oldest(pending)
+        oldest(pending)
         .select_related("run__session__token", "project", "proposed_by_token")
         .defer(*_NOT_SHOWN)
         .annotate(approvals=Coalesce(Subquery(_approvals_counted), 0))
     )
-    requests = _oldest(asking).select_related("run__session__token", "project", "asked_by_token")
+    requests = oldest(asking).select_related("run__session__token", "project", "asked_by_token")
     sla = timedelta(minutes=settings.OVERSIGHT_REVIEW_SLA_MINUTES)
     query = request.GET.copy()
     query.pop("since", None)
@@ -98,14 +94,6 @@ def queue(request: HttpRequest) -> HttpResponse:
         context["nav_pending"] = context["total"]
     template = "runs/approvals.html#queue" if request.htmx else "runs/approvals.html"
     return render(request, template, context)
-
-
-def _oldest(queryset):
-    """The oldest ``QUEUE_LIMIT`` of ``queryset``, chosen by their keys alone, so that
-    what a row shows (its run, agent, project, approvals so far) is read for those
-    rows only, not for every pending one before the cut."""
-    first = queryset.order_by("created_at", "pk").values("pk")[:QUEUE_LIMIT]
-    return queryset.model.objects.filter(pk__in=first).order_by("created_at", "pk")
 
 
 def _narrowed(filters: QueueFilter) -> bool:
