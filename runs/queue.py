@@ -26,9 +26,13 @@ def open_requests_for(user):
     )
 
 
+def oldest_keys(queryset):
+    """The keys of the oldest ``QUEUE_LIMIT`` of ``queryset``: what the queue shows."""
+    return queryset.order_by("created_at", "pk").values_list("pk", flat=True)[:QUEUE_LIMIT]
+
+
 def oldest(queryset):
     """The oldest ``QUEUE_LIMIT`` of ``queryset``, chosen by their keys alone, so that
-    what a row shows (its run, agent, project, approvals so far) or a further filter
-    is read for those rows only, not for every pending one before the cut."""
-    first = queryset.order_by("created_at", "pk").values("pk")[:QUEUE_LIMIT]
-    return queryset.model.objects.filter(pk__in=first).order_by("created_at", "pk")
+    what a row shows (its run, agent, project, approvals so far) is read for those rows
+    only, not for every pending one before the cut."""
+    return queryset.model.objects.filter(pk__in=oldest_keys(queryset)).order_by("created_at", "pk")

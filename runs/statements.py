@@ -18,6 +18,8 @@ from django.db.models.signals import post_save, pre_save
 def insert(instance: models.Model) -> None:
     """Insert a new ``instance`` (every column but its automatic key, which it gets),
     sending ``pre_save`` and ``post_save`` as ``save()`` does."""
+    if not instance._state.adding:
+        raise ValueError(f"{instance!r} is already stored: insert writes new rows only")
     model = type(instance)
     pre_save.send(
         sender=model, instance=instance, raw=False, using=connection.alias, update_fields=None
@@ -43,10 +45,19 @@ def insert(instance: models.Model) -> None:
 
 def update(model: type[models.Model], where: dict, values: dict) -> int:
     """Set ``values`` (by field name) on the rows of ``model`` whose fields equal
-    ``where``; returns how many rows changed."""
+    ``where`` (none of them None: ``= NULL`` matches nothing); returns how many rows
+    changed."""
+    if None in where.values():
+        raise ValueError(f"update {model.__name__} where a field is None: {where}")
     sql, set_fields, where_fields = _update(model, tuple(values), tuple(where), connection.vendor)
-    params = [field.get_db_prep_save(_key(values[field.name]), connection) for field in set_fields]
-    params += [field.get_db_prep_value(where[field.name], connection) for field in where_fields]
+    params = [
+        field.get_db_prep_save(_key(value), connection)
+        for field, value in zip(set_fields, values.values(), strict=True)
+    ]
+    params += [
+        field.get_db_prep_value(value, connection)
+        for field, value in zip(where_fields, where.values(), strict=True)
+    ]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
@@ -86,7 +97,8 @@ def _update(model: type[models.Model], names: tuple, where: tuple, vendor: str):
 
 def _check_plain(fields: list[models.Field]) -> None:
     """Refuse a column that is not written as a plain ``%s`` (a binary one, on some
-    backends) or not a column at all (a many-to-many)."""
+    backends), not a column at all (a many-to-many), or one the database fills."""
     for field in fields:
-        if getattr(field, "get_placeholder_sql", None) or not field.concrete:
+        special = getattr(field, "get_placeholder_sql", None) or field.has_db_default()
+        if special or not field.concrete or field.generated:
             raise TypeError(f"{field} needs the ORM to be written")

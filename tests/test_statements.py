@@ -110,3 +110,13 @@ def test_a_stale_operation_writer_changes_nothing(propose):
     with pytest.raises(StaleVersion):
         _update_versioned(stale, "operation", {"status_reason": "second"})
     assert Operation.objects.get(pk=operation.pk).status_reason == "first"
+
+
+def test_what_the_statements_cannot_write_as_the_orm_would_is_refused(run, reviewer):
+    stored_already = checkpoint_of(run, 100, reviewer)
+    stored_already.save()
+    with pytest.raises(ValueError, match="insert writes new rows only"):
+        statements.insert(stored_already)  # Checkpoints are append-only.
+    with pytest.raises(ValueError, match="where a field is None"):
+        statements.update(Checkpoint, {"id": stored_already.pk, "operation": None}, {})
+    assert stored(stored_already.pk)["reason"] == "why <b>not</b>"

@@ -27,3 +27,9 @@ def test_a_moment_to_come_says_so():
 
 def test_no_moment_shows_nothing():
     assert WHEN.render({"moment": None}) == ""
+
+
+def test_what_is_not_a_moment_shows_nothing():
+    """As the date filters did: a missing variable, a date, a naive time."""
+    for value in ("", datetime(2026, 3, 9).date(), datetime(2026, 3, 9, 12, 0)):
+        assert WHEN.render({"moment": value}) == ""

@@ -11,7 +11,6 @@ from runs.permissions import role_group
 from runs.queue import QUEUE_LIMIT
 from runs.services.requests import ask
 from runs.services.runs import open_session, start_run
-from runs.views import approvals as approvals_views
 from tests.conftest import AGENT, make_user
 
 HTMX = {"HX-Request": "true"}
@@ -190,8 +189,7 @@ def test_query_count_does_not_grow_with_the_queue(
 
 
 def test_a_long_queue_shows_its_oldest_and_says_so(client, reviewer, propose, monkeypatch):
-    monkeypatch.setattr(queue, "QUEUE_LIMIT", 2)  # What the queue reads,
-    monkeypatch.setattr(approvals_views, "QUEUE_LIMIT", 2)  # and what the page says.
+    monkeypatch.setattr(queue, "QUEUE_LIMIT", 2)
     oldest, second, _ = (propose(f"call-{n}") for n in range(3))
     client.force_login(reviewer)
 

@@ -5,7 +5,10 @@ import pytest
 from django.db import connection
 from django.test import Client
 
+from runs import queue
 from runs.models import Decision, Operation
+from runs.services.runs import open_session, start_run
+from tests.conftest import AGENT
 from tests.helpers import decide_on, page_of, post_decision, shown, stored
 
 HTMX = {"HX-Request": "true"}
@@ -330,3 +333,16 @@ def test_after_a_decision_the_next_operation_waiting_for_the_reviewer_opens(
     # The last one decided, nothing else waits: the reviewer stays to watch it.
     response = post_decision(as_reviewer, third, "reject", comment="Nor this.")
     assert response["Location"] == page_of(third)
+
+
+def test_the_next_operation_for_the_reviewer_may_wait_beyond_the_queues_first_rows(
+    as_reviewer, reviewer, project, propose, op, monkeypatch
+):
+    monkeypatch.setattr(queue, "QUEUE_LIMIT", 1)
+    session = open_session(project=project, owner=reviewer, agent="their-own-agent")
+    propose("own", target=start_run(session=session, goal="Theirs", actor=AGENT))
+    later = propose("call-2")  # Beyond the first row, which is not theirs to decide.
+
+    response = post_decision(as_reviewer, op, "reject", comment="Not now.")
+
+    assert response["Location"] == page_of(later)

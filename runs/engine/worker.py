@@ -33,7 +33,7 @@ from runs.services.requests import expire_due_requests
 
 log = logging.getLogger(__name__)
 HOUSEKEEPING_EVERY_SECONDS = 60
-DUE_EVERY_SECONDS_WHEN_BUSY = 1.0
+DUE_EVERY_SECONDS = 1.0
 
 
 class Worker:
@@ -99,7 +99,7 @@ class Worker:
         agent operations, deliver due alerts, and once a minute notify reviewers, clear
         killed writers' temporary files and delete expired API replies. A failure here (a
         database busy past its timeout) is logged, and the step goes on."""
-        self.next_due = time.monotonic() + DUE_EVERY_SECONDS_WHEN_BUSY
+        self.next_due = time.monotonic() + DUE_EVERY_SECONDS
         minutely = time.monotonic() >= self.next_housekeeping
         try:
             if minutely:

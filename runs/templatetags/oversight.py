@@ -28,8 +28,8 @@ def when(moment: datetime | None) -> str:
     plain Python rather than ``date`` filters and ``format_html``: the run page's
     timeline shows hundreds, and those took a fifth of a millisecond each. Nothing in
     it is anybody's text but the zone's name and Django's words, escaped all the same."""
-    if moment is None:
-        return ""
+    if not isinstance(moment, datetime) or timezone.is_naive(moment):
+        return ""  # Nothing (or not a moment): nothing to show, as the filters showed.
     local = timezone.localtime(moment)
     exact = escape(f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()}")
     shown = f"{MONTHS_3[local.month].title()} {local.day}, {local:%H:%M}"

@@ -9,10 +9,10 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from runs import queue as waiting
 from runs.forms import QueueFilter
 from runs.models import Decision
 from runs.permissions import projects_with_perm
-from runs.queue import QUEUE_LIMIT, oldest, open_requests_for, pending_for
 from runs.services.decisions import own_interest
 
 EXPIRING_SOON = timedelta(hours=1)
@@ -41,8 +41,8 @@ def queue(request: HttpRequest) -> HttpResponse:
     if not projects.exists():
         raise PermissionDenied("You are not a reviewer in any project.")
     filters = QueueFilter(request.GET, projects=projects)
-    pending = _filtered(pending_for(request.user), filters)
-    asking = _filtered_requests(open_requests_for(request.user), filters)
+    pending = _filtered(waiting.pending_for(request.user), filters)
+    asking = _filtered_requests(waiting.open_requests_for(request.user), filters)
     summary = pending.aggregate(count=Count("pk"), latest=Max("updated_at"))
     asked = asking.aggregate(count=Count("pk"), latest=Max("updated_at"))
     version = f"{_version(summary)}/{_version(asked)}"
@@ -50,12 +50,14 @@ def queue(request: HttpRequest) -> HttpResponse:
         return HttpResponse(status=204)
     now = timezone.now()
     rows = (
-        oldest(pending)
+        waiting.oldest(pending)
         .select_related("run__session__token", "project", "proposed_by_token")
         .defer(*_NOT_SHOWN)
         .annotate(approvals=Coalesce(Subquery(_approvals_counted), 0))
     )
-    requests = oldest(asking).select_related("run__session__token", "project", "asked_by_token")
+    requests = waiting.oldest(asking).select_related(
+        "run__session__token", "project", "asked_by_token"
+    )
     sla = timedelta(minutes=settings.OVERSIGHT_REVIEW_SLA_MINUTES)
     query = request.GET.copy()
     query.pop("since", None)
@@ -86,7 +88,7 @@ def queue(request: HttpRequest) -> HttpResponse:
         "count": summary["count"],
         "request_count": asked["count"],
         "total": summary["count"] + asked["count"],
-        "limit": QUEUE_LIMIT,
+        "limit": waiting.QUEUE_LIMIT,
         "version": version,
         "sla_minutes": settings.OVERSIGHT_REVIEW_SLA_MINUTES,
     }

@@ -7,13 +7,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from runs import queue as waiting
 from runs.actions.registry import get_action, parse_arguments
 from runs.errors import InvalidInput, OversightError
 from runs.forms import DecisionForm
 from runs.models import Decision, Operation
 from runs.permissions import has_project_perm
 from runs.policies import explain
-from runs.queue import oldest, pending_for
 from runs.services.decisions import decide, own_interest
 from runs.services.previews import preview_hash, preview_of, stored_preview
 from runs.views.access import load_operation
@@ -65,27 +65,37 @@ def decide_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def next_waiting(reviewer, besides: int | None = None) -> Operation | None:
-    """The oldest operation waiting for ``reviewer``'s decision (but ``besides``) among
-    those the queue shows: proposed in a project where they decide, not in their own
-    run nor from their own token, and not already approved by them as it stands. Taken
-    from the queue's oldest rows by key first, so that the conditions are checked on
-    those, not on every pending operation before the first one is known (at 10,000
-    pending, 17 ms on SQLite, whose planner sorted them all)."""
+    """The oldest operation waiting for ``reviewer``'s decision (but ``besides``):
+    proposed in a project where they decide, not in their own run nor from their own
+    token, and not already approved by them as it stands. Looked for among the queue's
+    oldest rows first, chosen by key, so that the conditions are checked on those and
+    not on every pending operation before the first is known (at 10,000 pending, 17 ms
+    on SQLite, whose planner sorted them all); among all of them only if more wait and
+    none of those is for this reviewer (they approved each, or their agents proposed
+    them)."""
     approved = Decision.objects.filter(
         operation=OuterRef("pk"),
         reviewer=reviewer,
         kind__in=Decision.APPROVING,
         arguments_hash=OuterRef("arguments_hash"),
     )
-    return (
-        oldest(pending_for(reviewer))
-        .exclude(pk=besides)
-        .exclude(run__session__owner=reviewer)
-        .exclude(proposed_by_token__owner=reviewer)
-        .exclude(Exists(approved))
-        .order_by("created_at", "pk")
-        .first()
-    )
+
+    def theirs(operations):
+        return (
+            operations.exclude(pk=besides)
+            .exclude(run__session__owner=reviewer)
+            .exclude(proposed_by_token__owner=reviewer)
+            .exclude(Exists(approved))
+            .order_by("created_at", "pk")
+            .first()
+        )
+
+    pending = waiting.pending_for(reviewer)
+    shown = list(waiting.oldest_keys(pending))
+    found = theirs(pending.filter(pk__in=shown))
+    if found is None and len(shown) == waiting.QUEUE_LIMIT:  # Some wait beyond what is shown.
+        found = theirs(pending)
+    return found
 
 
 @require_GET

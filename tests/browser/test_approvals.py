@@ -9,9 +9,9 @@ import pytest
 from django.db import transaction
 from playwright.sync_api import Page, expect
 
+from runs import queue
 from runs.engine.worker import Worker
 from runs.models import Account, Decision, Operation
-from runs.views import approvals as approvals_views
 from tests.browser.conftest import screenshot, sign_in
 from tests.helpers import decide_on
 
@@ -184,7 +184,7 @@ def test_a_long_queue_says_what_changed_of_all_that_waits(
 ):
     """With more waiting than shown, a decided row's place is taken by the next oldest,
     which is not new; the status counts everything waiting, not the rows shown."""
-    monkeypatch.setattr(approvals_views, "QUEUE_LIMIT", 2)
+    monkeypatch.setattr(queue, "QUEUE_LIMIT", 2)
     first, second, third = propose("call-1"), propose("call-2"), propose("call-3")
     sign_in(page, reviewer)
     page.goto("/approvals/")
