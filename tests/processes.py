@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from django.conf import settings
 from django.db import connection
 
@@ -73,6 +74,15 @@ def manage(*args: str, timeout: float = 120, **env: str) -> subprocess.Completed
         text=True,
         timeout=timeout,
     )
+
+
+# A test of a fresh installation (``clean_env``: SQLite, whatever this run's database)
+# is the same test in the suite's PostgreSQL run, where it would only take the
+# machine's cores from that run: it runs in the SQLite one.
+FRESH_INSTALLATION = pytest.mark.skipif(
+    connection.vendor == "postgresql",
+    reason="a fresh installation runs on SQLite whatever the suite's database",
+)
 
 
 def clean_env(var_dir) -> dict[str, str]:

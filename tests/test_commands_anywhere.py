@@ -11,11 +11,11 @@ import stat
 import pytest
 
 from runs.management.commands.demo import served_at
-from tests.processes import ROOT, clean_env, manage_in
+from tests.processes import FRESH_INSTALLATION, ROOT, clean_env, manage_in
 
 README = (ROOT / "README.md").read_text()
 COMMANDS = re.findall(r"^\.venv/bin/python manage\.py (.+?)(?:\s+#.*)?$", README, re.MULTILINE)
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), FRESH_INSTALLATION]
 
 
 def as_run(line: str, var_dir) -> str:

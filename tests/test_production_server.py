@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from django.core.management import get_commands, load_command_class
 
-from tests.processes import ROOT, clean_env, free_port, manage_in
+from tests.processes import FRESH_INSTALLATION, ROOT, clean_env, free_port, manage_in
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), FRESH_INSTALLATION]
 PASSWORD = "production-server-password"
 PROCFILE = dict(
     line.split(":", 1) for line in (ROOT / "Procfile").read_text().splitlines() if ":" in line
