@@ -11,7 +11,9 @@ import shlex
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from http.cookies import SimpleCookie
 from pathlib import Path
 
@@ -190,15 +192,17 @@ def flocks_held(pid: int) -> int:
     return sum(1 for f in fields if f[1] == "FLOCK" and f[4] == str(pid))
 
 
-def test_waiting_long_polls_hold_no_server_thread(deployment):
-    """Two hundred agents wait on one process with two threads for requests: they are
-    all let in and none holds a thread while it waits, a page answers meanwhile, and a
-    change to what they wait on answers them at once."""
-    made = manage_in("create_agent_token --project demo --name waiting-agent", deployment)
+def issued(deployment, project: str, name: str) -> str:
+    made = manage_in(f"create_agent_token --project {project} --name {name}", deployment)
     assert made.returncode == 0, made.stderr
-    token = made.stdout.strip()
+    return made.stdout.strip()
+
+
+@contextmanager
+def small_server(env: dict[str, str]) -> Iterator[tuple[int, subprocess.Popen]]:
+    """``serve`` with one process of two threads for requests, listening; its port and
+    process, stopped cleanly at the end."""
     port = free_port()
-    env = deployment | {"OVERSIGHT_API_MAX_WAITS_PER_TOKEN": str(WAITS)}
     web = subprocess.Popen(
         [".venv/bin/python", "manage.py", "serve", "--bind", f"127.0.0.1:{port}",
          "--processes", "1", "--threads", "2"],
@@ -206,14 +210,32 @@ def test_waiting_long_polls_hold_no_server_thread(deployment):
     )  # fmt: skip
     try:
         healthz(Browser(port), {200, 503}, web)  # Listening (a worker beat earlier, or none).
-        _, session = api(port, token, "POST", "/sessions", {"title": "Waits"})
-        _, run = api(port, token, "POST", "/runs", {"session": session["id"], "goal": "Wait"})
-        _, operation = api(
-            port, token, "POST", f"/runs/{run['id']}/operations",
-            {"call_id": "call-1", "action": "ledger.transfer",
-             "arguments": {"from": "A", "to": "B", "amount": "1.00"}, "risk": "medium",
-             "rollback_kind": "compensating", "base_version": run["version"]},
-        )  # fmt: skip
+        yield port, web
+    finally:
+        assert stop(web) == 0
+
+
+def proposed(port: int, token: str, goal: str) -> tuple[dict, dict]:
+    """A new run of ``token``'s agent, and the transfer it proposes there."""
+    _, session = api(port, token, "POST", "/sessions", {"title": goal})
+    _, run = api(port, token, "POST", "/runs", {"session": session["id"], "goal": goal})
+    _, operation = api(
+        port, token, "POST", f"/runs/{run['id']}/operations",
+        {"call_id": "call-1", "action": "ledger.transfer",
+         "arguments": {"from": "A", "to": "B", "amount": "1.00"}, "risk": "medium",
+         "rollback_kind": "compensating", "base_version": run["version"]},
+    )  # fmt: skip
+    return run, operation
+
+
+def test_waiting_long_polls_hold_no_server_thread(deployment):
+    """Two hundred agents wait on one process with two threads for requests: they are
+    all let in and none holds a thread while it waits, a page answers meanwhile, and a
+    change to what they wait on answers them at once."""
+    token = issued(deployment, "demo", "waiting-agent")
+    env = deployment | {"OVERSIGHT_API_MAX_WAITS_PER_TOKEN": str(WAITS)}
+    with small_server(env) as (port, web):
+        _, operation = proposed(port, token, "Wait")
         (worker,) = children(web.pid)
         idle = threads(worker)
         path = f"/operations/{operation['id']}?wait=30"
@@ -238,14 +260,6 @@ def test_waiting_long_polls_hold_no_server_thread(deployment):
             answers = [wait.result() for wait in waits]
         assert time.monotonic() - withdrawn < 10
         assert {(status, body["status"]) for status, body in answers} == {(200, "cancelled")}
-    finally:
-        assert stop(web) == 0
-
-
-def issued(deployment, project: str, name: str) -> str:
-    made = manage_in(f"create_agent_token --project {project} --name {name}", deployment)
-    assert made.returncode == 0, made.stderr
-    return made.stdout.strip()
 
 
 def test_a_long_poll_on_the_event_loop_keeps_the_apis_boundaries(deployment):
@@ -261,22 +275,8 @@ def test_a_long_poll_on_the_event_loop_keeps_the_apis_boundaries(deployment):
     mine = issued(deployment, "demo", "boundary-agent")
     neighbour = issued(deployment, "demo", "neighbour-agent")
     stranger = issued(deployment, "elsewhere", "stranger-agent")
-    port = free_port()
-    web = subprocess.Popen(
-        [".venv/bin/python", "manage.py", "serve", "--bind", f"127.0.0.1:{port}",
-         "--processes", "1", "--threads", "2"],
-        cwd=ROOT, env=deployment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        healthz(Browser(port), {200, 503}, web)
-        _, session = api(port, mine, "POST", "/sessions", {"title": "Boundaries"})
-        _, run = api(port, mine, "POST", "/runs", {"session": session["id"], "goal": "Ask"})
-        _, operation = api(
-            port, mine, "POST", f"/runs/{run['id']}/operations",
-            {"call_id": "call-1", "action": "ledger.transfer",
-             "arguments": {"from": "A", "to": "B", "amount": "1.00"}, "risk": "medium",
-             "rollback_kind": "compensating", "base_version": run["version"]},
-        )  # fmt: skip
+    with small_server(deployment) as (port, _):
+        run, operation = proposed(port, mine, "Boundaries")
         _, question = api(
             port, mine, "POST", f"/runs/{run['id']}/requests",
             {"prompt": "Which one?", "choices": ["a", "b"]},
@@ -297,8 +297,6 @@ def test_a_long_poll_on_the_event_loop_keeps_the_apis_boundaries(deployment):
         assert time.monotonic() - started >= 1  # Its own agent's wait does wait.
         status, body = api(port, stranger, "GET", "/events?wait=1")
         assert (status, body["events"]) == (200, [])  # Its own feed: nothing of the demo's.
-    finally:
-        assert stop(web) == 0
 
 
 def exec_lines(unit: Path) -> list[list[str]]:
