@@ -14,7 +14,6 @@ reviewer's page took meanwhile.
 """
 
 import argparse
-import resource
 import statistics
 import sys
 import threading
@@ -36,6 +35,7 @@ from django.test import Client  # noqa: E402
 from bench.report import Figures, add_json_option  # noqa: E402
 from bench.server import get, serving  # noqa: E402
 from runs.actors import Actor  # noqa: E402
+from runs.management.commands.serve import allow_open_files  # noqa: E402
 from runs.models import AgentToken, Operation, Project, Role  # noqa: E402
 from runs.permissions import role_group  # noqa: E402
 from runs.services.proposals import propose_operation  # noqa: E402
@@ -83,8 +83,7 @@ def main() -> None:
     parser.add_argument("--wait-seconds", type=int, default=20)
     args = parser.parse_args()
     figures = Figures(__file__, args)
-    _, most = resource.getrlimit(resource.RLIMIT_NOFILE)  # A socket per wait.
-    resource.setrlimit(resource.RLIMIT_NOFILE, (most, most))
+    allow_open_files()  # A socket per waiting agent.
     call_command("migrate", verbosity=0)
     call_command("collectstatic", interactive=False, verbosity=0)
     waiting, cookie = stage(max(1, args.waits // 4))

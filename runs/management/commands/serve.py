@@ -77,7 +77,7 @@ class Command(BaseCommand):
         for name, value in (("--processes", processes), ("--threads", threads)):
             if value < 1:
                 raise CommandError(f"{name} must be at least 1, not {value}")
-        _open_files_allowed()
+        allow_open_files()
         call_command("collectstatic", interactive=False, verbosity=0)
         connections.close_all()  # The worker processes are forked from this one.
         Server(
@@ -113,10 +113,10 @@ class Worker(UvicornWorker):
             logging.getLogger("uvicorn.error").propagate = True
 
 
-def _open_files_allowed() -> None:
+def allow_open_files() -> None:
     """Each open long-poll holds its socket and two slot files: allow as many open
     files as the system lets this user (often 1,024 by default, of a far higher hard
-    limit)."""
+    limit). The long-polls bench, whose agents hold a socket each, calls it too."""
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
