@@ -1,4 +1,4 @@
-"""Migrations 0016 and 0017 add indexes to the busiest tables. On PostgreSQL a plain
+"""Migrations 0016, 0017 and 0018 add indexes to the busiest tables. On PostgreSQL a plain
 ``CREATE INDEX`` waits for the transactions writing its table, and every write that
 comes after waits behind it until the index is built: agents' proposals would stop for
 as long as a large history takes to index. Built ``CONCURRENTLY``, writes go on."""
@@ -60,6 +60,8 @@ def is_valid(database: psycopg.Connection, index: str) -> bool:
          ["checkpoint_reason_trgm", "checkpoint_comment_trgm"]),
         ("0016_checkpoint_text_trigrams", "0017_operation_queue_index", "runs_operation",
          ["operation_queue_idx"]),
+        ("0017_operation_queue_index", "0018_worker_indexes", "runs_operation",
+         ["operation_approval_due_idx", "operation_leased_idx"]),
     ],
 )  # fmt: skip
 def test_an_index_is_built_while_the_table_takes_writes(before, migration, table, indexes):

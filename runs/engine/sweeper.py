@@ -46,7 +46,7 @@ def sweep_agent_operations(now: datetime | None = None) -> int:
 
 
 def _abandoned(now: datetime):
-    # Served by operation_lease_idx (status in flight or verify_failed, by lease expiry).
+    # Served by operation_leased_idx (status in flight or verify_failed, by lease expiry).
     cutoff = now - timedelta(seconds=settings.OVERSIGHT_AGENT_GRACE_SECONDS)
     return Operation.objects.filter(
         executor=Operation.Executor.AGENT, status__in=LEASED, lease_expires_at__lt=cutoff

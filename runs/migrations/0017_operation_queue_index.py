@@ -2,12 +2,13 @@
 that /approvals/ reads its first 100 rows instead of sorting every pending operation
 (10,000 pending on PostgreSQL: the queue's query 55 -> 7 ms).
 
-On PostgreSQL it is built ``CONCURRENTLY``, outside a transaction, so that agents can
-go on proposing while it is built (see 0016); an invalid index a failed attempt left
-behind is dropped first.
+On PostgreSQL it is built ``CONCURRENTLY``, so that agents can go on proposing while it
+is built (``_online``).
 """
 
 from django.db import migrations, models
+
+from runs.migrations._online import add_index, remove_index
 
 INDEX = models.Index(
     condition=models.Q(("status", "proposed")),
@@ -17,18 +18,11 @@ INDEX = models.Index(
 
 
 def create(apps, schema_editor) -> None:
-    operation = apps.get_model("runs", "Operation")
-    if schema_editor.connection.vendor != "postgresql":
-        return schema_editor.add_index(operation, INDEX)
-    schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {INDEX.name}")
-    schema_editor.add_index(operation, INDEX, concurrently=True)
+    add_index(schema_editor, apps.get_model("runs", "Operation"), INDEX)
 
 
 def drop(apps, schema_editor) -> None:
-    operation = apps.get_model("runs", "Operation")
-    if schema_editor.connection.vendor != "postgresql":
-        return schema_editor.remove_index(operation, INDEX)
-    schema_editor.remove_index(operation, INDEX, concurrently=True)
+    remove_index(schema_editor, apps.get_model("runs", "Operation"), INDEX)
 
 
 class Migration(migrations.Migration):

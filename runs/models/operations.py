@@ -148,12 +148,22 @@ class Operation(models.Model):
                 condition=models.Q(status="approved", executor="server"),
                 name="operation_ready_idx",
             ),
-            # Workers take over operations whose lease expired mid-execution or mid-rollback:
-            # WHERE status IN ('in_flight', 'verify_failed') AND lease_expires_at <= now.
+            # Approvals that lapse before a worker takes them, and the claim of those
+            # that have not: WHERE status = 'approved' AND approval_expires_at <= now.
             models.Index(
-                fields=["lease_expires_at"],
-                condition=models.Q(status__in=["in_flight", "verify_failed"]),
-                name="operation_lease_idx",
+                fields=["approval_expires_at"],
+                condition=models.Q(status="approved"),
+                name="operation_approval_due_idx",
+            ),
+            # Workers take over operations whose lease expired mid-execution or mid-rollback,
+            # and the sweep settles agents' that did: WHERE status IN ('in_flight',
+            # 'verify_failed') AND lease_expires_at <= now. Only leased operations have an
+            # expiry; SQLite can tell a partial index on IS NOT NULL serves such a query,
+            # not one on the status list.
+            models.Index(
+                fields=["status", "lease_expires_at"],
+                condition=models.Q(lease_expires_at__isnull=False),
+                name="operation_leased_idx",
             ),
             models.Index(fields=["run", "status"], name="operation_run_status_idx"),
         ]
