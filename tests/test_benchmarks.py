@@ -146,6 +146,24 @@ def test_worker_drain(tmp_path, hot):
     assert_limit(out, figures, "2 worker(s)")
 
 
+def test_database_share(tmp_path):
+    # The bench copies the database, which PostgreSQL does only with nobody connected.
+    connection.close()
+    out, document = run_bench("database_share.py", "--operations", "6", tmp_path=tmp_path)
+    assert f"database: {connection.vendor}" in out
+    assert (
+        "the replay left the copy as the drain left the database: 6 committed, "
+        "6 ledger entries, the same last checkpoint hash"
+    ) in out
+    assert document["arguments"] == {"operations": 6}
+    figures = by_name(document)
+    assert figures["one worker: operations"] == {"value": 6, "unit": "operations"}
+    assert_limit(out, figures, "one worker")
+    assert_limit(out, figures, "the same statements replayed")
+    insert = printed(r"^  INSERT runs_checkpoint +([\d.]+) ms$", out)
+    assert insert == f"{figures['replayed INSERT runs_checkpoint']['value']:.3f}"
+
+
 def test_approval_latency(tmp_path):
     out, document = run_bench("approval_latency.py", "--samples", "3", tmp_path=tmp_path)
     assert f"database: {connection.vendor}" in out
