@@ -77,7 +77,6 @@ def _lockable(runs, skip_locked: bool = False):
     )
 
 
-@transaction.atomic
 def transition_run(
     *,
     run: Run,
@@ -88,6 +87,7 @@ def transition_run(
     outcome: str = "",
     detail: dict | None = None,
     expected_version: int | None = None,
+    locked: bool = False,
 ) -> Checkpoint:
     """Move ``run`` to status ``to``.
 
@@ -95,35 +95,41 @@ def transition_run(
     what ends the wait; for other statuses ``reason`` is only the checkpoint's text.
     ``outcome`` says why a run ended. ``expected_version`` is the version the caller's
     decision was based on (what an agent or a person read); if the run has moved past
-    it, nothing is written and ``StaleVersion`` is raised.
+    it, nothing is written and ``StaleVersion`` is raised. ``locked``: ``run`` is the
+    instance ``lock_run`` returned earlier in the caller's transaction, and every
+    transition since went through it; it is written through as it is, without a
+    savepoint or reading the run again.
     """
-    current = lock_run(run.pk)
-    if expected_version is not None and current.version != expected_version:
-        raise StaleVersion(
-            f"run {run.pk} is at version {current.version}, not {expected_version}: read it again"
+    with transaction.atomic(savepoint=not locked):
+        current = run if locked else lock_run(run.pk)
+        if expected_version is not None and current.version != expected_version:
+            raise StaleVersion(
+                f"run {run.pk} is at version {current.version}, not {expected_version}: "
+                "read it again"
+            )
+        machines.RUN.check(current.status, to)
+        waiting = to == Run.Status.WAITING
+        changes = {
+            "status": to,
+            "reason": reason if waiting else "",
+            "unblock": unblock if waiting else "",
+        }
+        if outcome or machines.RUN.is_terminal(to):
+            changes["outcome"] = outcome
+        if to == Run.Status.CANCELLED:
+            changes["cancel_requested"] = True
+        checkpoint = _append(
+            current,
+            changes,
+            actor=actor,
+            event="run.status",
+            from_status=current.status,
+            to_status=to,
+            reason=reason or outcome,
+            detail=detail,
         )
-    machines.RUN.check(current.status, to)
-    waiting = to == Run.Status.WAITING
-    changes = {
-        "status": to,
-        "reason": reason if waiting else "",
-        "unblock": unblock if waiting else "",
-    }
-    if outcome or machines.RUN.is_terminal(to):
-        changes["outcome"] = outcome
-    if to == Run.Status.CANCELLED:
-        changes["cancel_requested"] = True
-    checkpoint = _append(
-        current,
-        changes,
-        actor=actor,
-        event="run.status",
-        from_status=current.status,
-        to_status=to,
-        reason=reason or outcome,
-        detail=detail,
-    )
-    _refresh(run, {**changes, "version": current.version, "head": current.head})
+    if not locked:
+        _refresh(run, {**changes, "version": current.version, "head": current.head})
     return checkpoint
 
 

@@ -69,7 +69,8 @@ def decide(
 @transaction.atomic
 def _record_decision(operation, reviewer, kind, arguments_hash, comment, arguments, shown, now):
     run = lock_run(operation.run_id)
-    operation = Operation.objects.get(pk=operation.pk)
+    operation = Operation.objects.select_related("project").get(pk=operation.pk)
+    operation.run = run  # Every transition below goes through the locked run.
     require_open(run)
     if operation.status != Operation.Status.PROPOSED:
         raise DecisionRefused(
@@ -88,7 +89,7 @@ def _record_decision(operation, reviewer, kind, arguments_hash, comment, argumen
         decision = _reject(run, operation, reviewer, kind, comment, actor, seen)
     else:
         decision = _approve(run, operation, reviewer, kind, comment, arguments, actor, seen, now)
-    settle_wait(run, actor)
+    settle_wait(run, actor, locked=True)
     return decision
 
 

@@ -267,11 +267,12 @@ def awaiting_answers(request_ids: list[int]) -> str:
     return f"answers to requests {named}" + (f" and {more} more" if more > 0 else "")
 
 
-def settle_wait(run: Run, actor: Actor) -> None:
+def settle_wait(run: Run, actor: Actor, *, locked: bool = False) -> None:
     """Make the locked ``run``'s wait match what still waits for a person: open human
     requests first (needs_input, naming them), then proposals (approval); when nothing
     does, the run goes back to the queue. A run waiting for anything else is left
-    alone: reconciliation, or the owner's reply to ``request_input``."""
+    alone: reconciliation, or the owner's reply to ``request_input``. ``locked`` as
+    for ``transition_run``: every transition of the caller's went through ``run``."""
     if run.status != Run.Status.WAITING or run.reason not in (
         Run.Reason.APPROVAL,
         Run.Reason.NEEDS_INPUT,
@@ -280,14 +281,14 @@ def settle_wait(run: Run, actor: Actor) -> None:
     if run.unblock == OWNER_REPLY:
         return
     if waits := awaited(run):
-        wait_for(run, *waits, actor)
+        wait_for(run, *waits, actor, locked=locked)
     else:
         why = (
             "every request has an answer"
             if run.reason == Run.Reason.NEEDS_INPUT
             else "every proposal has a decision"
         )
-        transition_run(run=run, to=Run.Status.QUEUED, actor=actor, reason=why)
+        transition_run(run=run, to=Run.Status.QUEUED, actor=actor, reason=why, locked=locked)
 
 
 def awaited(run: Run) -> tuple[str, str] | None:
@@ -309,8 +310,16 @@ def open_request_ids(run: Run) -> list[int]:
     )
 
 
-def wait_for(run: Run, reason: str, unblock: str, actor: Actor) -> None:
+def wait_for(run: Run, reason: str, unblock: str, actor: Actor, *, locked: bool = False) -> None:
     """Have the locked ``run`` wait for ``reason`` (``unblock`` ending it), unless it
-    already does: a checkpoint only when something changes."""
+    already does: a checkpoint only when something changes. ``locked`` as for
+    ``transition_run``."""
     if (run.status, run.reason, run.unblock) != (Run.Status.WAITING, reason, unblock):
-        transition_run(run=run, to=Run.Status.WAITING, actor=actor, reason=reason, unblock=unblock)
+        transition_run(
+            run=run,
+            to=Run.Status.WAITING,
+            actor=actor,
+            reason=reason,
+            unblock=unblock,
+            locked=locked,
+        )
