@@ -52,19 +52,25 @@ def is_valid(database: psycopg.Connection, index: str) -> bool:
     return bool(row and row[0])
 
 
+def exists(database: psycopg.Connection, index: str) -> bool:
+    row = database.execute("SELECT 1 FROM pg_class WHERE relname = %s", [index]).fetchone()
+    database.commit()
+    return row is not None
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
-    ("before", "migration", "table", "indexes"),
+    ("before", "migration", "table", "indexes", "dropped"),
     [
         ("0015_delivery_status_constraint", "0016_checkpoint_text_trigrams", "runs_checkpoint",
-         ["checkpoint_reason_trgm", "checkpoint_comment_trgm"]),
+         ["checkpoint_reason_trgm", "checkpoint_comment_trgm"], []),
         ("0016_checkpoint_text_trigrams", "0017_operation_queue_index", "runs_operation",
-         ["operation_queue_idx"]),
+         ["operation_queue_idx"], []),
         ("0017_operation_queue_index", "0018_worker_indexes", "runs_operation",
-         ["operation_approval_due_idx", "operation_leased_idx"]),
+         ["operation_approval_due_idx", "operation_leased_idx"], ["operation_lease_idx"]),
     ],
 )  # fmt: skip
-def test_an_index_is_built_while_the_table_takes_writes(before, migration, table, indexes):
+def test_an_index_is_built_while_the_table_takes_writes(before, migration, table, indexes, dropped):
     migrate([("runs", before)])
     writing, other, watching = connect(), connect(), connect()
     migrating = None
@@ -87,6 +93,7 @@ def test_an_index_is_built_while_the_table_takes_writes(before, migration, table
         _, err = migrating.communicate(timeout=60)
         assert migrating.returncode == 0, err
         assert all(is_valid(watching, index) for index in indexes)
+        assert not any(exists(watching, index) for index in dropped)
     finally:
         if migrating is not None and migrating.poll() is None:
             migrating.kill()

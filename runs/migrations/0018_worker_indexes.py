@@ -2,9 +2,9 @@
 instead of every operation ever proposed.
 
 - Approvals that lapse (``expire_due_operations``) had no index: with 60,000 operations
-  in the history, each look read all of them (SQLite 19–28 ms, PostgreSQL 43 ms), once
-  a second per worker. ``operation_approval_due_idx`` serves them, and on SQLite the
-  claim's approved operations too.
+  in the history, each look read all of them (SQLite 19–28 ms, PostgreSQL most of a
+  40 ms step), once a second per worker. ``operation_approval_due_idx`` serves them,
+  and on SQLite the claim's approved operations too.
 - ``operation_lease_idx``, on the lease's expiry where the status is in flight or
   verify_failed, served PostgreSQL; SQLite cannot tell that a status list in a query
   matches one in an index's condition, so the claim and the sweep of agents' expired
