@@ -16,6 +16,7 @@ so nothing else may be connected to it).
 
 import argparse
 import logging
+import os
 import re
 import shutil
 import sys
@@ -38,52 +39,59 @@ from bench.worker_drain import prepare  # noqa: E402
 from runs.engine.worker import Worker  # noqa: E402
 from runs.models import Checkpoint, LedgerEntry, Operation  # noqa: E402
 
-COMMIT = object()  # A commit, in the recorded sequence of statements.
+COMMIT, ROLLBACK = "commit", "rollback"  # In the recorded sequence, between statements.
 
 
-def drain_recording(sent: list) -> tuple[int, float]:
-    """One worker drains the queue; ``sent`` receives each statement and commit it sends.
-    Returns the steps that did work and the seconds they took."""
+def drain_recording(operations: int, sent: list) -> tuple[int, float]:
+    """One worker carries out ``operations``; ``sent`` receives each statement it sends
+    (with whether it ran outside a transaction, which commits it alone), each commit
+    and each rollback. Returns the steps that did work and the seconds they took."""
 
     def record(execute, sql, params, many, context):
-        sent.append((sql, params, many))
+        # SQLite's BEGIN IMMEDIATE is sent while Django still counts as in autocommit.
+        alone = context["connection"].get_autocommit() and not sql.startswith("BEGIN")
+        sent.append((sql, params, many, alone))
         return execute(sql, params, many, context)
 
-    commit = connection._commit
+    def recorded(marker, end):
+        def ending():
+            sent.append(marker)
+            return end()
 
-    def record_commit():
-        sent.append(COMMIT)
-        return commit()
+        return ending
 
     worker = Worker("database-share")
     connection.ensure_connection()
-    connection._commit = record_commit
+    connection._commit = recorded(COMMIT, connection._commit)
+    connection._rollback = recorded(ROLLBACK, connection._rollback)
     try:
         with connection.execute_wrapper(record):
             started = time.perf_counter()
             steps = 0
-            while worker.step():
+            while steps < operations and worker.step():
                 steps += 1
             return steps, time.perf_counter() - started
     finally:
-        del connection._commit
+        del connection._commit, connection._rollback
 
 
 @contextmanager
 def copy_of_database():
-    """A second connection, to a copy of the database as it is now."""
+    """A second connection, to a copy of the database as it is now, under a name of
+    its own (this process's): nothing of that name is there before, or overwritten."""
     settings = dict(connection.settings_dict)
+    source = settings["NAME"]
     if connection.vendor == "sqlite":
         with connection.cursor() as cursor:
             cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         connection.close()
-        settings["NAME"] = f"{settings['NAME']}.copy"
-        shutil.copyfile(connection.settings_dict["NAME"], settings["NAME"])
+        settings["NAME"] = f"{source}.share-{os.getpid()}"
+        with open(source, "rb") as original, open(settings["NAME"], "xb") as copy:
+            shutil.copyfileobj(original, copy)
     else:
         connection.close()
-        source, settings["NAME"] = settings["NAME"], f"{settings['NAME']}_copy"
+        settings["NAME"] = f"oversight_share_{os.getpid()}"
         with connection._nodb_cursor() as cursor:
-            cursor.execute(f'DROP DATABASE IF EXISTS "{settings["NAME"]}"')
             cursor.execute(f'CREATE DATABASE "{settings["NAME"]}" TEMPLATE "{source}"')
     connections.settings["copy"] = settings
     try:
@@ -101,30 +109,36 @@ def copy_of_database():
 
 def replay(sent: list, copy) -> tuple[float, dict[str, float]]:
     """Send ``sent`` to ``copy`` through the driver's own cursor (the placeholders
-    converted as Django's backend converts them, nothing else). Returns the seconds it
-    took and the seconds of each kind of statement."""
+    converted as Django's backend converts them, nothing else), ending transactions
+    where the drain ended them. Returns the seconds it took and the seconds of each
+    kind of statement."""
     copy.ensure_connection()
     driver = copy.connection
     if copy.vendor == "postgresql":
-        driver.autocommit = False  # Django's transactions begin implicitly there.
+        driver.autocommit = False  # Transactions begin implicitly, as Django's did.
     else:
-        driver.isolation_level = None  # The recorded BEGIN IMMEDIATE begins them here.
+        driver.isolation_level = None  # The recorded BEGIN IMMEDIATE begins them.
     cursor = copy.create_cursor()
     kinds: dict[str, float] = defaultdict(float)
     started = time.perf_counter()
     for statement in sent:
         before = time.perf_counter()
-        if statement is COMMIT:
+        if statement == COMMIT:
             driver.commit()
-            kinds["COMMIT"] += time.perf_counter() - before
+        elif statement == ROLLBACK:
+            driver.rollback()
+        if statement in (COMMIT, ROLLBACK):
+            kinds[statement.upper()] += time.perf_counter() - before
             continue
-        sql, params, many = statement
+        sql, params, many, alone = statement
         if many:
             cursor.executemany(sql, params)
         else:
             cursor.execute(sql, params)
             if cursor.description:
                 cursor.fetchall()
+        if alone:  # Outside a transaction in the drain: committed by itself there.
+            driver.commit()
         kinds[_kind(sql)] += time.perf_counter() - before
     return time.perf_counter() - started, kinds
 
@@ -155,11 +169,12 @@ def main() -> None:
     project, ids = prepare(args.operations, hot=False)
     sent: list = []
     with copy_of_database() as copy:
-        steps, elapsed = drain_recording(sent)
+        steps, elapsed = drain_recording(len(ids), sent)
         figures.limit()  # Between the drain and the replay: this machine's disk wanders.
         figures.add("one worker: operations", steps, "operations")
         rate = figures.add("one worker", steps / elapsed, "ops/s")
-        sql = figures.add("statements", (len(sent) - sent.count(COMMIT)) / steps, "per operation")
+        statements = len(sent) - sent.count(COMMIT) - sent.count(ROLLBACK)
+        sql = figures.add("statements", statements / steps, "per operation")
         commits = figures.add("commits", sent.count(COMMIT) / steps, "per operation")
         print(
             f"one worker: {steps} transfers in {elapsed:6.2f} s = {rate:6.1f} ops/s "
