@@ -12,10 +12,11 @@ Every change here (runs, operations, human requests, alerts), in one short trans
 
 Callers pass the instance they hold; it is refreshed in place on success. A caller of
 ``transition_operation`` or ``record_operation_proposed`` that passes the run it locked
-(``run=``) makes the change part of its own atomic block, with no savepoint: if the
-change fails, that block (the caller's transaction, or its savepoint) rolls back whole
-(Django refuses any further query in it), and the hot path spares two statements per
-change.
+(``run=``), or of ``transition_run`` that says the run it passes is the one it locked
+and wrote through (``locked=True``), makes the change part of its own atomic block,
+with no savepoint: if the change fails, that block (the caller's transaction, or its
+savepoint) rolls back whole (Django refuses any further query in it), and the hot path
+spares two statements per change.
 """
 
 import logging
@@ -59,8 +60,9 @@ def lock_run(run_id: int) -> Run:
     """Lock and return the run, with the token whose feed numbers its checkpoints
     (``feed_token_id``, read in the same query); the caller must be inside
     ``transaction.atomic``. Only the run's row is locked, not its session's. A caller
-    that goes on to record a transition passes the run it got (``run=``), so the
-    row is read and locked once per transaction."""
+    that goes on to record a transition passes the run it got (``run=`` of
+    ``transition_operation``, ``locked=True`` of ``transition_run``), so the row is read
+    and locked once per transaction."""
     return _lockable(Run.objects.filter(pk=run_id)).get()
 
 
@@ -98,7 +100,8 @@ def transition_run(
     it, nothing is written and ``StaleVersion`` is raised. ``locked``: ``run`` is the
     instance ``lock_run`` returned earlier in the caller's transaction, and every
     transition since went through it; it is written through as it is, without a
-    savepoint or reading the run again.
+    savepoint or reading the run again (so an error here spoils the caller's
+    transaction, which must then roll back).
     """
     with transaction.atomic(savepoint=not locked):
         current = run if locked else lock_run(run.pk)
@@ -300,7 +303,9 @@ def _append(
         {"id": run.pk, "version": run.version},
         {"version": seq, "updated_at": timezone.now(), **changes},
     )
-    if updated != 1:  # Only possible if the caller did not hold the run lock.
+    # Only possible if the caller did not hold the run lock, or wrote through another
+    # instance of the run since it locked this one (``locked=True`` misused).
+    if updated != 1:
         raise StaleVersion(f"run {run.pk} moved past version {run.version} during the write")
     for field, value in changes.items():
         setattr(run, field, value)

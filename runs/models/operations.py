@@ -148,8 +148,9 @@ class Operation(models.Model):
                 condition=models.Q(status="approved", executor="server"),
                 name="operation_ready_idx",
             ),
-            # Approvals that lapse before a worker takes them, and the claim of those
-            # that have not: WHERE status = 'approved' AND approval_expires_at <= now.
+            # Approvals that lapse before a worker takes them (WHERE status = 'approved'
+            # AND approval_expires_at <= now), and on SQLite the claim of those that
+            # have not (> now).
             models.Index(
                 fields=["approval_expires_at"],
                 condition=models.Q(status="approved"),
