@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+from contextlib import contextmanager
 
 import pytest
 from django.db import connection
@@ -18,9 +19,9 @@ from tests.processes import ROOT
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def bench_env(var_dir) -> dict[str, str]:
+def bench_env(var_dir, database: str | None = None) -> dict[str, str]:
     """The environment of a bench run by hand: its own settings and folder; on
-    PostgreSQL, the (empty) test database."""
+    PostgreSQL, the (empty) test database, or ``database`` on the same server."""
     env = {
         name: value
         for name, value in os.environ.items()
@@ -31,19 +32,21 @@ def bench_env(var_dir) -> dict[str, str]:
         db = connection.settings_dict
         env["DATABASE_URL"] = (
             f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST'] or '127.0.0.1'}:"
-            f"{db['PORT'] or 5432}/{db['NAME']}"
+            f"{db['PORT'] or 5432}/{database or db['NAME']}"
         )
     return env
 
 
-def run_bench(script: str, *args: str, tmp_path, timeout: float = 240) -> tuple[str, dict]:
+def run_bench(
+    script: str, *args: str, tmp_path, timeout: float = 240, database: str | None = None
+) -> tuple[str, dict]:
     """The bench's printed text and its ``--json`` document, whose frame is checked
     here: this bench, this database, one figure a name, each a name, value and unit."""
     path = tmp_path / "figures.json"
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / script), *args, "--json", str(path)],
         cwd=ROOT,
-        env=bench_env(tmp_path),
+        env=bench_env(tmp_path, database),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -146,10 +149,31 @@ def test_worker_drain(tmp_path, hot):
     assert_limit(out, figures, "2 worker(s)")
 
 
+@contextmanager
+def database_of_its_own():
+    """On PostgreSQL, an empty database beside the suite's, dropped after; None on
+    SQLite, where a bench works on a file in its own folder."""
+    if connection.vendor != "postgresql":
+        yield None
+        return
+    name = f"{connection.settings_dict['NAME']}_bench"
+    with connection._nodb_cursor() as cursor:
+        cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        cursor.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield name
+    finally:
+        with connection._nodb_cursor() as cursor:
+            cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
 def test_database_share(tmp_path):
-    # The bench copies the database, which PostgreSQL does only with nobody connected.
-    connection.close()
-    out, document = run_bench("database_share.py", "--operations", "6", tmp_path=tmp_path)
+    # The bench copies its database, which PostgreSQL does only with nobody else
+    # connected to it: not the suite's, which other tests' connections may linger on.
+    with database_of_its_own() as database:
+        out, document = run_bench(
+            "database_share.py", "--operations", "6", tmp_path=tmp_path, database=database
+        )
     assert f"database: {connection.vendor}" in out
     assert (
         "the replay left the copy as the drain left the database: 6 committed, "
