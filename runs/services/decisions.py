@@ -266,8 +266,13 @@ def expire_due_operations(now: datetime | None = None) -> int:
     due = Operation.objects.filter(
         status=Operation.Status.PROPOSED, expires_at__lte=now
     ) | Operation.objects.filter(status=Operation.Status.APPROVED, approval_expires_at__lte=now)
-    # What says whether one is due, for each; ``expire_if_due`` reads the rest under the
-    # lock. Sorted here: asked to sort them, SQLite reads every operation in key order
-    # instead of the few that are due from their indexes.
-    due = due.only("run_id", "status", "expires_at", "approval_expires_at")
-    return sum(expire_if_due(operation, now) for operation in sorted(due, key=attrgetter("pk")))
+    due = in_key_order(due, "run_id", "status", "expires_at", "approval_expires_at")
+    return sum(expire_if_due(operation, now) for operation in due)
+
+
+def in_key_order(due, *fields: str) -> list:
+    """The rows of ``due`` with only ``fields`` read (what says whether each is due; its
+    expiry reads the rest under the lock), sorted by key here: asked to sort them,
+    SQLite reads the whole table in key order instead of the few due rows from their
+    indexes."""
+    return sorted(due.only(*fields), key=attrgetter("pk"))

@@ -12,7 +12,6 @@ still open at the version the reviewer saw and has not expired.
 """
 
 from datetime import datetime, timedelta
-from operator import attrgetter
 from typing import Any
 
 import jsonschema_rs
@@ -32,7 +31,7 @@ from runs.errors import (
 from runs.jsonsafe import check_size
 from runs.models import AgentToken, ApprovalPolicy, HumanRequest, Run
 from runs.permissions import require_project_perm
-from runs.services.decisions import DECISION_TIMEOUT, own_interest
+from runs.services.decisions import DECISION_TIMEOUT, in_key_order, own_interest
 from runs.services.identity import named
 from runs.services.runs import (
     activate,
@@ -343,8 +342,5 @@ def expire_due_requests(now: datetime | None = None) -> int:
     its own short transaction."""
     now = now or db_now()
     due = HumanRequest.objects.filter(status=Status.OPEN, expires_at__lte=now)
-    # What says whether one is due, for each; ``expire_if_due`` reads the rest under the
-    # lock. Sorted here: asked to sort them, SQLite reads every request in key order
-    # instead of the few that are due from their index.
-    due = due.only("run_id", "status", "expires_at")
-    return sum(expire_if_due(request, now) for request in sorted(due, key=attrgetter("pk")))
+    due = in_key_order(due, "run_id", "status", "expires_at")
+    return sum(expire_if_due(request, now) for request in due)
