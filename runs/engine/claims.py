@@ -6,16 +6,25 @@ same transaction (``Execution.run_at_once``). Lease times are the database's
 (``runs.clock``): a host whose clock runs ahead sees no live lease as expired. Locks are
 taken run first, then operation — the order every other writer uses — so claims cannot
 deadlock with decisions or cancellations. On PostgreSQL a run another worker is writing
-is skipped (``FOR UPDATE SKIP LOCKED``); on SQLite the immediate transaction already
-serialises writers. Either way the operation's conditional update on ``version`` lets
-exactly one claimant win.
+is skipped (``FOR UPDATE SKIP LOCKED``), and with it every other operation of that run:
+the next candidates come from runs not yet found busy, so one run with many approved
+operations never hides the work of the others. On SQLite the immediate transaction
+already serialises writers. Either way the operation's conditional update on
+``version`` lets exactly one claimant win.
+
+Every claim counts as an attempt, durably, before anything is fired: an attempt that
+kills or wedges its worker is counted like one that records its failure, so a poison
+operation runs out of attempts instead of being taken over every lease period forever.
+An effect carried out in the claim's own transaction would roll its count back with it
+if the worker died there, so that count is committed first, by its own conditional
+update.
 """
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 
 from runs.actors import Actor
 from runs.clock import db_now
@@ -45,15 +54,24 @@ def claimable(now: datetime):
 
 
 def take_lease(
-    operation: Operation, *, owner: str, until: datetime, actor: Actor, reason: str, run: Run
+    operation: Operation,
+    *,
+    owner: str,
+    until: datetime,
+    actor: Actor,
+    reason: str,
+    run: Run,
+    counted: bool = False,
 ) -> int:
     """Take ``operation`` for execution under a new fencing epoch (returned), leased
     to ``owner`` until ``until``: an approved one goes in flight; one already in flight
     or rolling back whose lease expired is taken over where it stands, recorded as
-    ``operation.lease_taken_over``. Each claim counts as an attempt. Call it inside a
+    ``operation.lease_taken_over``. Each claim counts as an attempt (``counted``: this
+    claim's attempt is already in ``operation.attempts``). Call it inside a
     transaction holding the lock of ``run``, the operation's run."""
     takeover = operation.status != Operation.Status.APPROVED
     epoch = operation.fencing_epoch + 1
+    attempt = operation.attempts if counted else operation.attempts + 1
     transition_operation(
         operation=operation,
         to=operation.status if takeover else Operation.Status.IN_FLIGHT,
@@ -65,14 +83,14 @@ def take_lease(
             "lease_owner": owner,
             "lease_expires_at": until,
             "fencing_epoch": epoch,
-            "attempts": operation.attempts + 1,
+            "attempts": attempt,
         },
         detail={
             "lease": {
                 "owner": owner,
                 "epoch": epoch,
                 "expires_at": until.isoformat(),
-                "attempt": operation.attempts + 1,
+                "attempt": attempt,
             }
         },
     )
@@ -91,19 +109,53 @@ def claim_next(
     holds the lock of ``run``; the claim commits with whatever it writes (the operation
     returned is then as it was claimed, not as ``then`` left it)."""
     now = now or db_now()
-    for op_id, run_id in claimable(now).values_list("pk", "run_id")[:CANDIDATES]:
-        operation = _claim(op_id, run_id, worker, lease, now, then)
-        if operation is not None:
-            return operation
-    return None
+    busy: set[int] = set()  # Runs another transaction holds: their operations wait.
+    after = 0
+    while True:
+        candidates = list(
+            claimable(now)
+            .filter(pk__gt=after)
+            .exclude(run_id__in=busy)
+            .values_list("pk", "run_id", "status", "attempts")[:CANDIDATES]
+        )
+        for op_id, run_id, status, attempts in candidates:
+            if run_id in busy:
+                continue
+            try:
+                operation = _claim(op_id, run_id, worker, lease, now, then, status, attempts)
+            except _RunBusy:
+                busy.add(run_id)
+                continue
+            if operation is not None:
+                return operation
+        if len(candidates) < CANDIDATES:
+            return None
+        after = candidates[-1][0]
 
 
-def _claim(op_id, run_id, worker, lease, now, then) -> Operation | None:
+class _RunBusy(Exception):
+    """Another transaction holds the operation's run."""
+
+
+def _claim(op_id, run_id, worker, lease, now, then, status, attempts) -> Operation | None:
+    counted = then is not None and status == Operation.Status.APPROVED
+    if counted and not _count_attempt(op_id, attempts):
+        return None  # Another worker is claiming it.
+    claimed = None
+    try:
+        claimed = _claim_locked(op_id, run_id, worker, lease, now, then, counted)
+    finally:
+        if counted and claimed is None:  # No attempt was made after all.
+            _uncount_attempt(op_id)
+    return claimed
+
+
+def _claim_locked(op_id, run_id, worker, lease, now, then, counted) -> Operation | None:
     try:
         with transaction.atomic():
             run = try_lock_run(run_id)
             if run is None:
-                return None  # Another worker holds this run; try the next operation.
+                raise _RunBusy
             operation = claimable(now).filter(pk=op_id).first()
             if operation is None:
                 return None
@@ -116,6 +168,7 @@ def _claim(op_id, run_id, worker, lease, now, then) -> Operation | None:
                 reason=f"claimed by {worker}"
                 if operation.status == Operation.Status.APPROVED
                 else f"lease of {operation.lease_owner} expired; resumed by {worker}",
+                counted=counted,
             )
             if then is not None:
                 then(operation, run)
@@ -124,3 +177,20 @@ def _claim(op_id, run_id, worker, lease, now, then) -> Operation | None:
     except StaleVersion:  # Another claimant won; this claim rolls back whole.
         return None
     return operation
+
+
+def _count_attempt(op_id: int, seen: int) -> bool:
+    """Count the attempt about to be made on approved operation ``op_id`` (whose count
+    was ``seen``) in a statement of its own, committed before the claim's transaction
+    that may carry the effect out: if the worker dies in there, the count stays. A
+    second worker counting the same attempt finds the count moved and leaves it."""
+    approved = Operation.objects.filter(pk=op_id, status=Operation.Status.APPROVED)
+    return bool(approved.filter(attempts=seen).update(attempts=seen + 1))
+
+
+def _uncount_attempt(op_id: int) -> None:
+    """Take back a count for a claim that did not happen (its run was busy, another
+    worker took the operation, or the claim's transaction was rolled back whole)."""
+    Operation.objects.filter(pk=op_id, status=Operation.Status.APPROVED).update(
+        attempts=F("attempts") - 1
+    )

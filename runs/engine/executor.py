@@ -29,7 +29,9 @@ A heartbeat renews the lease while the action runs; a worker that loses it fires
 nothing further and records nothing (``LeaseLost``, ``StaleVersion``). An unexpected
 error is recorded and retried by a later attempt after a backoff; after
 ``OVERSIGHT_MAX_ATTEMPTS`` the operation ends failed (before its intent) or takes the
-rollback plan (after it), so a poison operation cannot loop forever.
+rollback plan (after it), so a poison operation cannot loop forever. Attempts are counted
+when claimed (``runs.engine.claims``), so one that killed or wedged its worker counts
+too, and a claim past the budget gives up before doing anything.
 
 What the agent, the alert and its emails are told of an error is an action's own words
 or a fixed description (``plain_reason``): an exception's text may name absolute server
@@ -109,7 +111,14 @@ class Execution:
             and self.action.in_database
             and self.op.status == Status.IN_FLIGHT
             and self.op.intent is None
+            and not self._out_of_attempts
         )
+
+    @property
+    def _out_of_attempts(self) -> bool:
+        """Every attempt the budget allows was claimed before this one, and none lived
+        to record how it ended: each killed or wedged its worker."""
+        return self.op.attempts > settings.OVERSIGHT_MAX_ATTEMPTS
 
     def run_at_once(self, run: Run) -> bool:
         """Carry out an effect inside Oversight's database in the caller's transaction,
@@ -149,6 +158,9 @@ class Execution:
         return True
 
     def _drive(self) -> None:
+        if self._out_of_attempts:
+            attempts = settings.OVERSIGHT_MAX_ATTEMPTS
+            return self._give_up(f"gave up after {attempts} attempts that ended their worker")
         if self.action is None:
             return self._unusable(f"no registered action is named {self.op.action!r}")
         try:
@@ -356,12 +368,16 @@ class Execution:
                 event="operation.attempt_failed",
                 changes={"lease_expires_at": db_now() + backoff},
             )
-        gave_up = f"gave up after {self.op.attempts} attempts: {why}"
+        self._give_up(f"gave up after {self.op.attempts} attempts: {why}")
+
+    def _give_up(self, why: str) -> None:
+        """The attempt budget is spent: before the intent nothing fired (failed); in
+        flight the effect is uncertain (the rollback plan); rolling back, a person."""
         if self.op.intent is None:
-            return self._not_executed(Status.FAILED, gave_up)
+            return self._not_executed(Status.FAILED, why)
         if self.op.status == Status.IN_FLIGHT:
-            return self._uncertain(gave_up)
-        self._alert(gave_up)
+            return self._uncertain(why)
+        self._alert(why)
 
     def _explain(self, error: Exception, during: str) -> str:
         """``error`` in words fit for the agent and the alert; its own text (and, for an

@@ -1,0 +1,142 @@
+"""Claims: work in any run another transaction does not hold is found, however many
+operations the held run has; and every claim is an attempt counted durably, so an
+operation whose attempts kill their worker runs out of them instead of being taken over
+forever."""
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import connection, connections, transaction
+
+from runs.engine.boundaries import CLAIMED, INTENT
+from runs.engine.claims import CANDIDATES, claim_next
+from runs.models import LedgerEntry, Operation, Run
+from runs.services.runs import start_run
+from tests.conftest import AGENT
+from tests.helpers import decide_on
+from tests.processes import CHILD_LEASE_LAPSED, crash_worker_at, take_over
+
+pytestmark = pytest.mark.django_db(transaction=True)
+LEASE = timedelta(seconds=60)
+
+
+def approve_many(propose, reviewer, run: Run, n: int) -> list[Operation]:
+    ops = []
+    for i in range(n):
+        op = propose(f"busy-{run.pk}-{i}", target=run)
+        decide_on(op, reviewer)
+        ops.append(op)
+    return ops
+
+
+class HeldRun:
+    """Another connection holding ``run``'s row lock in an open transaction (a worker
+    carrying out an effect in its claim's transaction, or paused in one)."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.locked, self.release = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self._hold)
+
+    def _hold(self) -> None:
+        try:
+            with transaction.atomic():
+                list(Run.objects.select_for_update().filter(pk=self.run.pk))
+                self.locked.set()
+                self.release.wait(30)
+        finally:
+            connections.close_all()
+
+    def __enter__(self) -> "HeldRun":
+        self.thread.start()
+        assert self.locked.wait(10)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release.set()
+        self.thread.join()
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="SQLite holds the whole database, not a run"
+)
+def test_a_run_held_with_many_approved_operations_does_not_hide_another_runs_work(
+    propose, reviewer, run, session, accounts
+):
+    approve_many(propose, reviewer, run, CANDIDATES + 5)
+    other_run = start_run(session=session, goal="Another goal", actor=AGENT)
+    (waiting,) = approve_many(propose, reviewer, other_run, 1)
+
+    with HeldRun(run):
+        claimed = claim_next(worker="w", lease=LEASE)
+
+    assert claimed is not None and claimed.pk == waiting.pk
+    assert Operation.objects.filter(run=run, status="approved").count() == CANDIDATES + 5
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="SQLite holds the whole database, not a run"
+)
+def test_nothing_is_claimed_and_no_attempt_counted_while_the_only_run_is_held(
+    propose, reviewer, run, accounts
+):
+    ops = approve_many(propose, reviewer, run, 3)
+    with HeldRun(run):
+        assert claim_next(worker="w", lease=LEASE, then=lambda op, run: None) is None
+    assert {op.attempts for op in Operation.objects.filter(pk__in=[o.pk for o in ops])} == {0}
+
+
+def test_a_transfer_that_kills_its_worker_in_the_claims_transaction_is_counted(approved):
+    op = approved("ledger")
+    crash_worker_at(INTENT)
+    op.refresh_from_db()
+    assert (op.status, op.attempts, op.intent) == ("approved", 1, None)
+
+
+def crash_repeatedly(times: int, boundary: str, *, step_by_step: bool = False) -> None:
+    """``times`` worker processes in turn, each killed at ``boundary`` (each after the
+    last one's lease lapsed, when it left a claim behind)."""
+    for _ in range(times):
+        crash_worker_at(boundary, step_by_step=step_by_step)
+        time.sleep(CHILD_LEASE_LAPSED)
+
+
+@pytest.mark.parametrize(
+    "boundary, step_by_step",
+    [(INTENT, False), (CLAIMED, True)],
+    ids=["in the claim's transaction", "after the claim committed"],
+)
+def test_an_operation_whose_every_attempt_kills_its_worker_ends_failed(
+    approved, boundary, step_by_step
+):
+    """Three attempts die before the intent; the fourth claim gives up at once and says
+    why, and no transfer is made."""
+    op = approved("ledger")
+    crash_repeatedly(3, boundary, step_by_step=step_by_step)
+    take_over(OVERSIGHT_MAX_ATTEMPTS="3")
+
+    op.refresh_from_db()
+    assert (op.status, op.attempts) == ("failed", 4)
+    assert op.status_reason == "gave up after 3 attempts that ended their worker"
+    assert not LedgerEntry.objects.exists()
+    told = [m.payload.get("text", "") for m in op.run.messages.all()]
+    assert any(f"Operation {op.pk} (ledger.transfer) was not executed" in t for t in told)
+
+
+def test_a_call_whose_attempts_kill_their_worker_after_the_intent_goes_to_its_rollback_plan(
+    approved, target, deduplicating
+):
+    """Past its intent the effect may have happened: out of attempts, the operation is
+    uncertain and its rollback plan decides; the call itself was never made again."""
+    op = approved("http")
+    crash_repeatedly(3, INTENT)
+    take_over(OVERSIGHT_MAX_ATTEMPTS="3")
+
+    op.refresh_from_db()
+    assert op.status in {"compensated", "alerted"}
+    assert op.checkpoints.filter(
+        to_status="verify_failed", reason__startswith="gave up after 3 attempts"
+    ).exists()
+    assert target.applied[op.idempotency_key] == 0
