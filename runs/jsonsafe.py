@@ -6,6 +6,11 @@ overflow to infinity) and what neither database stores (a lone surrogate such as
 ``"\\ud800"`` is not text; PostgreSQL's text and jsonb refuse U+0000); and it recurses,
 so a value nested thousands deep crashes whatever walks it next. Each of these is
 refused here with the field at fault, before the canonical hash or the database sees it.
+
+Numbers are read in their canonical form (``runs.canonical``: -0.0 as 0.0, 1e16 as the
+integer 10000000000000000), the form PostgreSQL gives back, so that a hash taken now
+still matches the stored row. An integer with more digits than Python reads back
+(``sys.get_int_max_str_digits()``) could be stored but never read: it is refused too.
 """
 
 import json
@@ -15,7 +20,7 @@ from typing import Any
 
 from django.conf import settings
 
-from runs.canonical import canonical_json
+from runs.canonical import canonical_float, canonical_json
 
 # The largest id or seq either database stores (a signed 64-bit integer).
 MAX_ROW_ID = 2**63 - 1
@@ -42,31 +47,47 @@ def max_depth() -> int:
     return settings.OVERSIGHT_API_MAX_DEPTH
 
 
-def _integer(text: str) -> int:
+class LongInteger:
+    """Where ``parse`` met an integer too long to read (``int()`` refuses it): it stands
+    in the parsed value until ``check_tree`` refuses it, naming where it was."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def _integer(text: str) -> int | LongInteger:
     digits = len(text.lstrip("-"))
     if digits > sys.get_int_max_str_digits():
-        raise ValueError(f"an integer of {digits} digits is too long")
+        return LongInteger(digits)
     return int(text)
 
 
+def _float(text: str) -> float | int:
+    return canonical_float(float(text))
+
+
 def parse(raw: bytes | str, *, field: str) -> Any:
-    """The JSON value in ``raw`` (UTF-8 if bytes); ``Refused`` for text that is not UTF-8
-    or not JSON, or nested deeper than the parser can follow. NaN, the infinities and
-    odd strings still parse: ``check_tree`` refuses them where it can name the field."""
+    """The JSON value in ``raw`` (UTF-8 if bytes), its numbers canonical; ``Refused`` for
+    text that is not UTF-8 or not JSON, or nested deeper than the parser can follow.
+    NaN, the infinities, integers too long to read back and odd strings still parse:
+    ``check_tree`` refuses them where it can name the field."""
     if isinstance(raw, bytes):
         try:
             raw = raw.decode("utf-8")
         except UnicodeDecodeError as error:
             raise Refused(field, f"not UTF-8 text (byte {error.start})", 400) from None
     try:
-        return json.loads(raw, parse_int=_integer)
+        return json.loads(raw, parse_int=_integer, parse_float=_float)
     except RecursionError:
         raise LimitExceeded(field, f"nested deeper than {max_depth()} levels") from None
-    except ValueError as error:  # json's own errors, and ``_integer``'s
+    except ValueError as error:
         raise Refused(field, f"not valid JSON: {error}", 400) from None
 
 
-def _number_problem(number: float) -> str | None:
+def _number_problem(number: float | LongInteger) -> str | None:
+    if isinstance(number, LongInteger):
+        most = sys.get_int_max_str_digits()
+        return f"an integer of {number.digits} digits could not be read back (at most {most})"
     if math.isnan(number):
         return "NaN is not a JSON number"
     if math.isinf(number):
@@ -87,14 +108,15 @@ def string_problem(text: str) -> str | None:
 
 def check_tree(field: str, value: Any) -> None:
     """Refuse ``value`` if it nests more containers than the depth limit, if a number in
-    it is not finite, or if a key or string in it is not storable text; the refusal
-    names where (``arguments.note``; for depth, ``field``). Walks without recursion:
-    the value may be nested deeper than Python's recursion limit."""
+    it is not finite or too long to read back, or if a key or string in it is not
+    storable text; the refusal names where (``arguments.note``; for depth, ``field``).
+    Walks without recursion: the value may be nested deeper than Python's recursion
+    limit."""
     limit = max_depth()
     stack: list[tuple[Any, tuple[str, ...], int]] = [(value, (field,), 0)]
     while stack:
         item, path, level = stack.pop()
-        if isinstance(item, str | float):
+        if isinstance(item, str | float | LongInteger):
             check = string_problem if isinstance(item, str) else _number_problem
             if problem := check(item):
                 raise Refused(".".join(path), problem)
