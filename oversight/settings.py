@@ -273,6 +273,17 @@ if _strangers := set(OVERSIGHT_HTTP_DEDUPLICATING_HOSTS) - set(OVERSIGHT_HTTP_AL
         f"OVERSIGHT_HTTP_ALLOWED_HOSTS: {', '.join(sorted(_strangers))}"
     )
 OVERSIGHT_HTTP_TIMEOUT = env_int("OVERSIGHT_HTTP_TIMEOUT_SECONDS", 10, minimum=1)
+# The budget of each request http.request makes (a worker's, a reviewer's preview): one
+# deadline over connecting, sending and the whole answer, and the most bytes of an
+# answer's body read. Healthy targets answer within half a second; one that has not
+# finished by the deadline has hung. By default the timeout above (10 s), so that an
+# installation that raised it for a slow target keeps its calls; an attempt's four
+# requests up to its verdict (precondition, snapshot, call, verification) then end
+# within 40 s, inside the 60 s lease.
+OVERSIGHT_HTTP_DEADLINE = env_int(
+    "OVERSIGHT_HTTP_DEADLINE_SECONDS", OVERSIGHT_HTTP_TIMEOUT, minimum=1
+)
+OVERSIGHT_HTTP_MAX_RESPONSE_BYTES = env_int("OVERSIGHT_HTTP_MAX_RESPONSE_BYTES", 2**20, minimum=1)
 # Domains email.send may write to; empty means any.
 OVERSIGHT_EMAIL_ALLOWED_DOMAINS = env_list("OVERSIGHT_EMAIL_ALLOWED_DOMAINS")
 # A worker's claim on an operation; must exceed the slowest action's run time.

@@ -30,12 +30,28 @@ Every request goes where it was approved, and nowhere else:
   ``host:port`` is in ``OVERSIGHT_HTTP_ALLOWED_HOSTS``: a bare ``host`` entry is for
   public services only.
 - Proxy environment variables are not used: a proxy would resolve the name itself.
+
+Every request has a budget, whoever makes it (a worker, a reviewer's preview): one
+deadline over connecting, sending and the whole answer (``OVERSIGHT_HTTP_DEADLINE``; each
+wait on the socket gets the time left, so a target sending a byte now and then cannot
+stretch it as it would a timeout per wait), and a cap on the answer's body
+(``OVERSIGHT_HTTP_MAX_RESPONSE_BYTES``; reading stops there). An answer cut short
+(``OverBudget``) shows nothing of the target, but the request reached it: to the call
+itself it is no refusal (the effect may have happened), so verification decides; to the
+verify GET the effect is uncertain; to the precondition GET the precondition fails; a
+preview says which limit the target overran. A connection (TLS handshake included) not
+made within the deadline sent nothing (``Unsent``); the snapshot GET, before anything
+fires, is retried like an unreachable target. Resolving the name is not counted: the
+system's resolver bounds it.
 """
 
 import http.client
 import ipaddress
 import json
+import logging
 import socket
+import ssl
+import time
 from typing import Annotated, Any, Literal
 from urllib.parse import SplitResult, urlsplit
 
@@ -57,6 +73,7 @@ from runs.actions.base import (
 from runs.actions.previews import Exchange
 from runs.models import Operation
 
+log = logging.getLogger(__name__)
 FENCING_HEADER = "Oversight-Fencing-Epoch"
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -120,6 +137,11 @@ class Unsent(ExecutionFailed):
 
 class AddressRefused(Unsent):
     """The URL's host resolves to an internal address it may not reach."""
+
+
+class OverBudget(ExecutionFailed):
+    """The answer did not end within the deadline, or its body was larger than the cap:
+    it was cut short, after the request had reached the target."""
 
 
 class Answer:
@@ -194,19 +216,59 @@ def internal(address: str) -> bool:
     return not ip.is_global or ip.is_multicast or ip.is_reserved or site_local
 
 
+class _Deadlined:
+    """A socket whose every wait (connect, send, receive) gets the time left until
+    ``deadline``, a ``time.monotonic()`` instant: a timeout per wait would never fire
+    for a target that sends a byte now and then."""
+
+    deadline: float
+
+    def keep_deadline(self) -> None:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the deadline has passed")
+        self.settimeout(left)
+
+    def connect(self, *args, **kwargs) -> None:
+        self.keep_deadline()
+        super().connect(*args, **kwargs)
+
+    def send(self, *args, **kwargs) -> int:
+        self.keep_deadline()
+        return super().send(*args, **kwargs)
+
+    def sendall(self, *args, **kwargs) -> None:
+        self.keep_deadline()
+        super().sendall(*args, **kwargs)
+
+    def recv_into(self, *args, **kwargs) -> int:  # What http.client's answer reads through.
+        self.keep_deadline()
+        return super().recv_into(*args, **kwargs)
+
+
+class _DeadlinedSocket(_Deadlined, socket.socket):
+    """A TCP socket keeping a deadline (its ``sendall`` keeps it for all it sends)."""
+
+
+class _DeadlinedTLSSocket(_Deadlined, ssl.SSLSocket):
+    """Its ``sendall`` sends in pieces through ``send``: each gets the time left."""
+
+
 class _Pinned(http.client.HTTPConnection):
     """Connects to the addresses ``resolve`` checked (``found``), not to whatever the
-    name resolves to by now; the Host header still names the host."""
+    name resolves to by now, before ``deadline``; the Host header still names the host."""
 
     found: list[tuple]
+    deadline: float
 
     def connect(self) -> None:
         error = OSError(f"{self.host} has no address")
         for family, kind, proto, _, sockaddr in self.found:
-            sock = socket.socket(family, kind, proto)
-            sock.settimeout(self.timeout)
+            sock = _DeadlinedSocket(family, kind, proto)
+            sock.deadline = self.deadline
             try:
                 sock.connect(sockaddr)
+                sock.keep_deadline()  # The TLS handshake, if any, gets the time left.
             except OSError as refused:
                 sock.close()
                 error = refused
@@ -218,7 +280,20 @@ class _Pinned(http.client.HTTPConnection):
 
 class _PinnedTLS(http.client.HTTPSConnection, _Pinned):
     """``HTTPSConnection.connect`` wraps the socket ``_Pinned.connect`` opened, with SNI
-    and the certificate check for the host's name."""
+    and the certificate check for the host's name, in a ``_DeadlinedTLSSocket`` (see
+    ``_tls``) that keeps the same deadline."""
+
+    def connect(self) -> None:
+        super().connect()
+        self.sock.deadline = self.deadline
+
+
+def _tls() -> ssl.SSLContext:
+    """The default context (certificates checked against the system's authorities),
+    making sockets that keep a deadline."""
+    context = ssl.create_default_context()
+    context.sslsocket_class = _DeadlinedTLSSocket
+    return context
 
 
 def _port(parts: SplitResult) -> int:
@@ -226,11 +301,15 @@ def _port(parts: SplitResult) -> int:
 
 
 def _open(method: str, url: str, data: bytes | None = None, headers: dict | None = None) -> Answer:
-    """One request, one answer: a redirect is returned, never followed."""
+    """One request, one answer, within the budget: a redirect is returned, never
+    followed."""
     parts, found = urlsplit(url), resolve(url)
-    kind = _PinnedTLS if parts.scheme == "https" else _Pinned
-    connection = kind(parts.hostname, _port(parts), timeout=settings.OVERSIGHT_HTTP_TIMEOUT)
-    connection.found = found
+    seconds, cap = settings.OVERSIGHT_HTTP_DEADLINE, settings.OVERSIGHT_HTTP_MAX_RESPONSE_BYTES
+    if parts.scheme == "https":
+        connection = _PinnedTLS(parts.hostname, _port(parts), context=_tls())
+    else:
+        connection = _Pinned(parts.hostname, _port(parts))
+    connection.found, connection.deadline = found, time.monotonic() + seconds
     try:
         try:
             connection.connect()
@@ -241,10 +320,16 @@ def _open(method: str, url: str, data: bytes | None = None, headers: dict | None
             method, f"{path}?{parts.query}" if parts.query else path, data, headers or {}
         )
         response = connection.getresponse()
-        raw = response.read()
+        raw = response.read(cap + 1)  # One byte past the cap tells that there is more.
+        if len(raw) > cap:
+            raise OverBudget(f"{method} {url}: the target answered more than {cap} bytes")
         return Answer(
             response.status, raw, response.getheader("ETag"), response.getheader("Location")
         )
+    except TimeoutError as error:  # Every wait had the time left: the deadline passed.
+        raise OverBudget(
+            f"{method} {url}: the target did not finish answering within {seconds:g} s"
+        ) from error
     except (OSError, http.client.HTTPException) as error:
         raise ExecutionFailed(f"{method} {url}: {plain_reason(error)}") from error
     finally:
@@ -324,7 +409,11 @@ class HttpRequest(Action):
         except AddressRefused as error:
             raise PreconditionFailed(str(error)) from None
         if args.precondition:
-            why = args.precondition.shortfall(fetch(args.precondition.url))
+            try:
+                answer = fetch(args.precondition.url)
+            except OverBudget as cut:  # Cut short, it cannot show that the state holds.
+                raise PreconditionFailed(str(cut)) from None
+            why = args.precondition.shortfall(answer)
             if why:
                 raise PreconditionFailed(why)
 
@@ -346,7 +435,13 @@ class HttpRequest(Action):
         raise ExecutionFailed(f"{args.method} {args.url} answered {answer}")
 
     def verify(self, args: HttpRequestArguments, key: str, ctx: Context) -> Effect:
-        answer = fetch(args.verify.url)  # Unreachable: raised, and retried later.
+        try:
+            answer = fetch(args.verify.url)  # Unreachable: raised, and retried later.
+        except OverBudget as cut:
+            # It reached the target and shows nothing of the resource; asked again, the
+            # target would most likely overrun again, holding a worker as long.
+            log.warning("http.request, operation %s: verification %s", ctx.operation.pk, cut)
+            return Effect.UNCERTAIN
         if not args.verify.shortfall(answer):
             return Effect.APPLIED
         return Effect.ABSENT if self._unchanged(args, answer, ctx) else Effect.UNCERTAIN
