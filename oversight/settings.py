@@ -343,10 +343,12 @@ OVERSIGHT_API_REPLAY_TTL = timedelta(
 DATA_UPLOAD_MAX_MEMORY_SIZE = OVERSIGHT_API_MAX_BODY_BYTES + 1024
 
 # Out-of-band alerts go to the project's admins by email, to these addresses, and to
-# the webhook if set; failed deliveries are retried up to the attempt limit.
+# the webhook if set; a failed delivery is retried, further and further apart, for the
+# retry span after its alert (a day), and, if set, for at most the attempt limit.
 OVERSIGHT_ALERT_EMAILS = env_list("OVERSIGHT_ALERT_EMAILS")
 OVERSIGHT_ALERT_WEBHOOK_URL = env_str("OVERSIGHT_ALERT_WEBHOOK_URL", "")
-OVERSIGHT_ALERT_MAX_ATTEMPTS = env_int("OVERSIGHT_ALERT_MAX_ATTEMPTS", 8, minimum=1)
+OVERSIGHT_ALERT_RETRY = timedelta(hours=env_int("OVERSIGHT_ALERT_RETRY_HOURS", 24, minimum=1))
+OVERSIGHT_ALERT_MAX_ATTEMPTS = env_int("OVERSIGHT_ALERT_MAX_ATTEMPTS", 0, minimum=1) or None
 
 # The server log, on standard error: text, or one JSON object per line (runs/logs.py).
 OVERSIGHT_LOG_FORMAT = env_str("OVERSIGHT_LOG_FORMAT", "text")

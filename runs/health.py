@@ -1,28 +1,36 @@
 """What ``/healthz`` answers a load balancer or a monitor: whether the database is
-reachable, its migrations applied, a worker alive (its heartbeat fresh) and the alert
-deliveries keeping up. Counts and ages only: no data."""
+reachable, its migrations applied, a worker alive (its heartbeat fresh), the alert
+deliveries keeping up, and every open alert delivered outside Oversight. Counts and
+ages only: no data."""
 
 from django.conf import settings
 from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
-from django.db.models import Max
+from django.db.models import Exists, Max, OuterRef
 
 from runs.clock import db_now
-from runs.models import AlertDelivery, WorkerHeartbeat
+from runs.models import Alert, AlertDelivery, WorkerHeartbeat
+
+# Checks whose failure leaves Oversight working, but people unaware of what it raised.
+DEGRADING = {"open_alerts"}
 
 
 def health(*, scope: str = "all") -> dict:
-    """``{"ok": …, "checks": {name: {"ok": …, …}}}``; ``ok`` only if every check is.
-    ``scope="web"`` checks only what a web process needs itself (the database and its
-    migrations), for a load balancer: a worker down or a mail backlog must not take every
-    web server out of its pool."""
+    """``{"ok": …, "status": …, "checks": {name: {"ok": …, …}}}``; ``ok`` only if every
+    check is. ``status`` is ``ok``, ``degraded`` when only ``DEGRADING`` checks fail (it
+    works, but an alert reached no one), or ``unhealthy``. ``scope="web"`` checks only
+    what a web process needs itself (the database and its migrations), for a load
+    balancer: a worker down or a mail backlog must not take every web server out of its
+    pool."""
     try:
         checks = {"database": {"ok": True}, "migrations": _migrations()}
         if scope == "all" and checks["migrations"]["ok"]:
-            checks |= _workers_and_deliveries()
+            checks |= _workers_and_deliveries() | {"open_alerts": _open_alerts()}
     except DatabaseError:
         checks = {"database": {"ok": False}}
-    return {"ok": all(check["ok"] for check in checks.values()), "checks": checks}
+    failing = {name for name, check in checks.items() if not check["ok"]}
+    status = "ok" if not failing else "degraded" if failing <= DEGRADING else "unhealthy"
+    return {"ok": not failing, "status": status, "checks": checks}
 
 
 def _migrations() -> dict:
@@ -45,3 +53,19 @@ def _workers_and_deliveries() -> dict:
             "pending": pending,
         },
     }
+
+
+def _open_alerts() -> dict:
+    """Unresolved alerts that reached no one outside Oversight: an email or webhook
+    delivery has failed, and none succeeded. One just raised, not tried yet, is not
+    counted: the workers' backlog check covers deliveries that are not being tried."""
+    sent = AlertDelivery.objects.filter(alert=OuterRef("pk")).exclude(
+        channel=AlertDelivery.Channel.IN_APP
+    )
+    undelivered = (
+        Alert.objects.unresolved()
+        .filter(Exists(sent.exclude(last_error="")))
+        .exclude(Exists(sent.filter(status=AlertDelivery.Status.DELIVERED)))
+        .count()
+    )
+    return {"ok": undelivered == 0, "undelivered": undelivered}

@@ -28,6 +28,7 @@ urlpatterns = [
     path("alerts/", alerts.alert_list, name="alerts"),
     path("alerts/<int:pk>/acknowledge/", alerts.acknowledge, name="alert-acknowledge"),
     path("alerts/<int:pk>/resolve/", alerts.resolve, name="alert-resolve"),
+    path("alerts/<int:pk>/send-again/", alerts.send_again, name="alert-send-again"),
     path("projects/<slug:slug>/tokens/", tokens.token_list, name="tokens"),
     path("projects/<slug:slug>/numbers/", numbers.project_numbers, name="numbers"),
     path("projects/<slug:slug>/tokens/<int:pk>/revoke/", tokens.token_revoke, name="token-revoke"),

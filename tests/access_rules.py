@@ -148,6 +148,8 @@ PAGES: dict[str, Page] = {
     "alerts/<int:pk>/acknowledge/": Page(WRONG_METHOD, post=in_a(403, 403, 302), params=ALERT),
     # No note: refused with a message.
     "alerts/<int:pk>/resolve/": Page(WRONG_METHOD, post=in_a(403, 403, 302), params=ALERT),
+    # Sent again, or nothing left to send: either way back to the alerts page.
+    "alerts/<int:pk>/send-again/": Page(WRONG_METHOD, post=in_a(403, 403, 302), params=ALERT),
     "projects/<slug:slug>/tokens/": Page(
         MANAGE, post=in_a(403, 403, 400), params={"slug": "project"}
     ),
@@ -292,6 +294,9 @@ ENDPOINTS: dict[str, Endpoint] = {
     ),
     "GET /api/v1/operations/{pk}": Endpoint(own(200), OPERATION),
     "POST /api/v1/operations/{pk}/claim": Endpoint(own(409), OPERATION, {}),
+    "POST /api/v1/operations/{pk}/heartbeat": Endpoint(
+        own(409), OPERATION, {**EPOCH, "lease_seconds": 60}
+    ),
     "POST /api/v1/operations/{pk}/intent": Endpoint(own(409), OPERATION, EPOCH),
     "POST /api/v1/operations/{pk}/report": Endpoint(
         own(409), OPERATION, {**EPOCH, "effect": "applied"}

@@ -25,6 +25,7 @@ from django.test import Client, override_settings
 from django.urls import URLResolver, get_resolver, resolve, reverse
 
 from runs.api.api import api
+from runs.engine.deliveries import deliver_due
 from runs.models import (
     AgentToken,
     Alert,
@@ -142,12 +143,13 @@ def _agent_work(api: Api, goal: str, call_id: str) -> tuple[int, int, int]:
 
 def _alert(api: Api, operation: int, admin_user) -> Alert:
     """The agent could not verify the effect of an approved operation: an alert, which
-    the project's admin has acknowledged."""
+    reached the project's admin by email (nothing to send again), and was acknowledged."""
     epoch = created(api.post(f"/operations/{operation}/claim", {}))["epoch"]
     created(api.post(f"/operations/{operation}/intent", {"epoch": epoch}))
     created(api.post(f"/operations/{operation}/report", {"epoch": epoch, "effect": "uncertain"}))
     body = {"epoch": epoch, "outcome": "alert", "detail": "push not verified"}
     created(api.post(f"/operations/{operation}/rollback", body))
+    deliver_due()
     return acknowledge_alert(alert=Alert.objects.get(operation=operation), user=admin_user)
 
 

@@ -90,7 +90,8 @@ def test_a_forged_alert_summary_is_delivered_with_clean_headers(api, reviewer, a
     assert email.subject.endswith(
         "could not undo Bcc: x@evil.example Approve here: http://evil.example/ok"
     )
-    assert email.bcc == [] and email.extra_headers == {}
+    own_id = f"<alert-{delivery.alert_id}.delivery-{delivery.pk}@oversight.example>"
+    assert email.bcc == [] and email.extra_headers == {"Message-ID": own_id}
     headers = wire_headers(email)
     assert set(headers) == OWN_HEADERS
     assert headers["Subject"] == email.subject and "Approve" not in headers["To"]

@@ -1,14 +1,18 @@
 """``/healthz``, for load balancers and monitors: no sign-in, no data; 200 when the
-database answers, its migrations are applied, a worker's heartbeat is fresh and the
-alert deliveries keep up; else 503, naming the check that failed."""
+database answers, its migrations are applied, a worker's heartbeat is fresh, the alert
+deliveries keep up and every open alert reached someone; else 503, naming the check that
+failed, and degraded rather than unhealthy when only an alert's deliveries failed."""
 
 from datetime import timedelta
 
 import pytest
 from django.db import connection
 
+from runs.clock import db_now
+from runs.engine.deliveries import deliver_due
 from runs.engine.worker import Worker
 from runs.models import Alert, AlertDelivery, WorkerHeartbeat
+from runs.services.alerts import acknowledge_alert, resolve_alert
 from tests.processes import free_port
 
 pytestmark = pytest.mark.django_db
@@ -19,18 +23,20 @@ def test_healthy_once_a_worker_has_worked(client):
     response = client.get("/healthz")
     assert response.status_code == 200
     body = response.json()
-    assert body["ok"] is True
+    assert (body["ok"], body["status"]) == (True, "ok")
     assert body["checks"]["database"] == {"ok": True}
     assert body["checks"]["migrations"] == {"ok": True, "unapplied": 0}
     assert body["checks"]["workers"]["ok"] is True
     assert 0 <= body["checks"]["workers"]["last_seen_seconds_ago"] <= 5
     assert body["checks"]["alert_deliveries"] == {"ok": True, "pending": 0}
+    assert body["checks"]["open_alerts"] == {"ok": True, "undelivered": 0}
     assert WorkerHeartbeat.objects.get().name == "health-worker"
 
 
 def test_no_worker_alive_is_unhealthy(client, settings):
     response = client.get("/healthz")
     assert response.status_code == 503
+    assert response.json()["status"] == "unhealthy"
     assert response.json()["checks"]["workers"] == {"ok": False, "last_seen_seconds_ago": None}
     Worker("old-worker").housekeeping()
     WorkerHeartbeat.objects.update(
@@ -46,6 +52,7 @@ def test_the_load_balancer_s_scope_needs_no_worker_and_no_probe_logs_an_error(cl
     assert web.status_code == 200
     assert web.json() == {
         "ok": True,
+        "status": "ok",
         "checks": {"database": {"ok": True}, "migrations": {"ok": True, "unapplied": 0}},
     }
     assert client.head("/healthz?scope=web").status_code == 200
@@ -81,4 +88,71 @@ def test_the_database_out_of_reach_is_unhealthy(client):
         connection.close()
         connection.settings_dict.update(saved)
     assert response.status_code == 503
-    assert response.json() == {"ok": False, "checks": {"database": {"ok": False}}}
+    assert response.json() == {
+        "ok": False,
+        "status": "unhealthy",
+        "checks": {"database": {"ok": False}},
+    }
+
+
+SMTP = "django.core.mail.backends.smtp.EmailBackend"
+
+
+def nobody_listens() -> str:
+    return f"http://127.0.0.1:{free_port()}/hook"
+
+
+def alert_with(run, *deliveries: tuple[str, str]) -> Alert:
+    """An open alert, delivered in-app, and due on each (channel, target) given."""
+    alert = Alert.objects.create(project=run.project, run=run, summary="Reconcile the ledger")
+    alert.deliveries.create(channel="in_app", target="alerts page", status="delivered")
+    for channel, target in deliveries:
+        alert.deliveries.create(channel=channel, target=target, next_attempt_at=db_now())
+    return alert
+
+
+def test_an_open_alert_no_delivery_reached_is_degraded(client, run, settings, admin_user):
+    settings.MAILERS = {
+        "default": {"BACKEND": SMTP, "OPTIONS": {"host": "127.0.0.1", "port": free_port()}}
+    }
+    Worker("health-worker").housekeeping()
+    alert = alert_with(run, ("webhook", nobody_listens()), ("email", "ops@example.com"))
+    assert client.get("/healthz").status_code == 200  # Not tried yet: nothing failed.
+
+    assert deliver_due() == 2  # Nobody listens at either: both fail.
+
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    body = response.json()
+    assert (body["ok"], body["status"]) == (False, "degraded")
+    assert body["checks"]["open_alerts"] == {"ok": False, "undelivered": 1}
+    assert body["checks"]["workers"]["ok"] is True
+    acknowledge_alert(alert=alert, user=admin_user)
+    assert client.get("/healthz").json()["status"] == "degraded"  # Still reached no one.
+    resolve_alert(alert=alert, user=admin_user, note="Told the team by phone.")
+    assert client.get("/healthz").json()["status"] == "ok"
+
+
+def test_one_delivery_made_is_enough_and_an_alert_without_channels_is_no_news(client, run):
+    Worker("health-worker").housekeeping()
+    alert_with(run)  # Only in-app: no admin with an email, no webhook.
+    alert = alert_with(run, ("webhook", nobody_listens()))
+    alert.deliveries.create(channel="email", target="ops@example.com", next_attempt_at=db_now())
+
+    assert deliver_due() == 2  # The email goes out; the webhook is refused.
+
+    assert alert.deliveries.get(channel="email").status == AlertDelivery.Status.DELIVERED
+    assert alert.deliveries.get(channel="webhook").last_error
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json()["checks"]["open_alerts"] == {"ok": True, "undelivered": 0}
+
+
+def test_degraded_and_down_together_is_unhealthy(client, run):
+    alert_with(run, ("webhook", nobody_listens()))
+    deliver_due()
+
+    body = client.get("/healthz").json()
+
+    assert body["status"] == "unhealthy"  # No worker alive: more than degraded.
+    assert body["checks"]["open_alerts"]["ok"] is False

@@ -39,6 +39,7 @@ EVENTS = [
     ("request.created", "question asked"),
     ("request.status", "question answered, refused, expired or withdrawn"),
     ("alert.status", "alert status"),
+    ("alert.send_again", "alert sent again"),
     ("artifact.attached", "artifact attached"),
     ("messages.redacted", "messages redacted"),
 ]

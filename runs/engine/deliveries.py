@@ -2,30 +2,57 @@
 
 A worker claims a due delivery with a conditional update: attempts + 1, and the next
 try pushed past the channel's send timeout plus a margin, so no other worker takes it
-while this one may still be sending. The outcome is written only if that attempt is
-still the latest (same ``attempts``, still pending): a late result of an attempt whose
-claim lapsed and was taken over changes nothing, so a success is never overwritten.
-Failed attempts are retried with exponential backoff until
-``OVERSIGHT_ALERT_MAX_ATTEMPTS``, then the delivery is marked failed. Claims are set
-and compared in the database's time.
+while this one may still be sending. The outcome is written only if the delivery is
+still as that claim left it (same ``attempts`` and ``next_attempt_at``, still pending):
+a late result of an attempt whose claim lapsed and was taken over, or that an admin's
+"send again" overtook, changes nothing, so a success is never overwritten.
+
+Deliveries are at least once, not exactly once: a worker paused past its claim, or a
+"send again" while it sends, lets another worker send the same alert again. So every
+email carries a ``Message-ID``, and every webhook call an ``Oversight-Delivery`` header,
+that are the same on each attempt of one delivery and differ between deliveries:
+receivers deduplicate on them.
+
+A failed attempt is logged (a warning naming the delivery, its channel, the attempt and
+why, in words that hold no address or secret) and retried further and further apart,
+until ``OVERSIGHT_ALERT_RETRY_HOURS`` after ``retrying_since`` (or after
+``OVERSIGHT_ALERT_MAX_ATTEMPTS``, if set); then it is marked failed, and the alerts page
+offers to send it again. Claims and retries are set and compared in the database's time.
 """
 
 import json
+import logging
+import urllib.error
 import urllib.request
 from datetime import datetime, timedelta
+from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.mail import send_mail
+from django.core.mail import EmailMessage
+from django.db.models import QuerySet
 
+from runs.actions.base import foreseen, plain_reason
 from runs.actors import ActorKind
 from runs.clock import db_now
 from runs.engine.mailtext import QUOTED_NOTE, header_value, link, quoted
+from runs.logs import about
 from runs.models import Alert, AlertDelivery, Checkpoint, Operation
+
+log = logging.getLogger(__name__)
 
 BATCH = 10
 # A claim outlasts the send's timeout by this much: resolving and connecting, writing
 # the outcome, and socket timeouts that apply per operation rather than per send.
 CLAIM_MARGIN = timedelta(seconds=30)
+# After a failed attempt the next waits as long as the delivery has been retrying, within
+# these bounds: 5 s, 5 s, 10 s, 20 s… then hourly, so a channel that is back is used
+# within the hour, and a day of retries is some 35 attempts.
+SHORTEST_WAIT = timedelta(seconds=5)
+LONGEST_WAIT = timedelta(hours=1)
+
+
+class Refused(Exception):
+    """The receiver answered, and not with a success: its status code says why."""
 
 
 def deliver_due(now: datetime | None = None) -> int:
@@ -42,32 +69,81 @@ def deliver_due(now: datetime | None = None) -> int:
     return attempted
 
 
+def _as_read(delivery: AlertDelivery) -> QuerySet[AlertDelivery]:
+    """The delivery, as long as it is as ``delivery`` last saw it: no claim by another
+    worker and no "send again" since (each changes ``attempts`` or ``next_attempt_at``)."""
+    return AlertDelivery.objects.filter(
+        pk=delivery.pk,
+        status=AlertDelivery.Status.PENDING,
+        attempts=delivery.attempts,
+        next_attempt_at=delivery.next_attempt_at,
+    )
+
+
 def _claim(delivery: AlertDelivery) -> bool:
     # Read the clock per claim: sending the earlier ones of a batch may take minutes.
     timeout = timedelta(seconds=getattr(settings, TIMEOUTS[delivery.channel]))
-    claimed = AlertDelivery.objects.filter(
-        pk=delivery.pk, status=AlertDelivery.Status.PENDING, attempts=delivery.attempts
-    ).update(attempts=delivery.attempts + 1, next_attempt_at=db_now() + timeout + CLAIM_MARGIN)
-    delivery.attempts += 1
+    until = db_now() + timeout + CLAIM_MARGIN
+    claimed = _as_read(delivery).update(attempts=delivery.attempts + 1, next_attempt_at=until)
+    delivery.attempts, delivery.next_attempt_at = delivery.attempts + 1, until
     return claimed == 1
 
 
 def _attempt(delivery: AlertDelivery) -> None:
-    this_attempt = AlertDelivery.objects.filter(
-        pk=delivery.pk, status=AlertDelivery.Status.PENDING, attempts=delivery.attempts
+    alert = delivery.alert
+    # Log lines name the alert's run and operation, and never show the target (a
+    # webhook's URL may hold its secret), not even in a traceback.
+    with about(run_id=alert.run_id, operation_id=alert.operation_id, arguments=delivery.target):
+        try:
+            SENDERS[delivery.channel](delivery)
+        except Exception as error:
+            _failed(delivery, error)
+            return
+    _as_read(delivery).update(
+        status=AlertDelivery.Status.DELIVERED, delivered_at=db_now(), last_error=""
     )
-    try:
-        SENDERS[delivery.channel](delivery)
-    except Exception as exc:
-        gave_up = delivery.attempts >= settings.OVERSIGHT_ALERT_MAX_ATTEMPTS
-        backoff = timedelta(seconds=min(3600, 5 * 2 ** (delivery.attempts - 1)))
-        this_attempt.update(
-            last_error=f"attempt {delivery.attempts}: {exc}"[:2000],
-            status=AlertDelivery.Status.FAILED if gave_up else AlertDelivery.Status.PENDING,
-            next_attempt_at=None if gave_up else db_now() + backoff,
-        )
-        return
-    this_attempt.update(status=AlertDelivery.Status.DELIVERED, delivered_at=db_now(), last_error="")
+
+
+def _failed(delivery: AlertDelivery, error: Exception) -> None:
+    """Record the failure and when to try again, or give up; log it either way."""
+    cause, now = _cause(error), db_now()
+    reason = str(cause) if isinstance(cause, Refused) else plain_reason(cause)
+    deadline = delivery.retrying_since + settings.OVERSIGHT_ALERT_RETRY
+    limit = settings.OVERSIGHT_ALERT_MAX_ATTEMPTS
+    gave_up = now >= deadline or (limit is not None and delivery.attempts >= limit)
+    wait = min(max(now - delivery.retrying_since, SHORTEST_WAIT), LONGEST_WAIT, deadline - now)
+    log.warning(
+        "alert %s: %s delivery %s, attempt %d failed: %s; %s",
+        delivery.alert_id,
+        delivery.channel,
+        delivery.pk,
+        delivery.attempts,
+        reason,
+        "given up" if gave_up else f"next try in {round(wait.total_seconds())} s",
+        # A traceback only for what no receiver is known to cause: a bug of ours.
+        exc_info=None if isinstance(cause, Refused) or foreseen(cause) else error,
+    )
+    _as_read(delivery).update(
+        last_error=f"attempt {delivery.attempts}: {reason}",
+        status=AlertDelivery.Status.FAILED if gave_up else AlertDelivery.Status.PENDING,
+        next_attempt_at=None if gave_up else now + wait,
+    )
+
+
+def _cause(error: Exception) -> BaseException:
+    """What broke: urllib wraps a refused or broken connection in a ``URLError``."""
+    if isinstance(error, urllib.error.URLError) and isinstance(error.reason, BaseException):
+        return error.reason
+    return error
+
+
+def delivery_id(delivery: AlertDelivery) -> str:
+    """The delivery's own id, the same on every attempt and unique to it: an RFC 5322
+    msg-id (without its angle brackets) under the site's domain, that of
+    ``OVERSIGHT_BASE_URL`` (an IPv6 address as a domain literal)."""
+    host = urlsplit(settings.OVERSIGHT_BASE_URL).hostname or "localhost"
+    domain = f"[{host}]" if ":" in host else host
+    return f"alert-{delivery.alert_id}.delivery-{delivery.pk}@{domain}"
 
 
 def alert_text(delivery: AlertDelivery) -> str:
@@ -112,12 +188,12 @@ def _links(alert: Alert) -> str:
 
 
 def _send_email(delivery: AlertDelivery) -> None:
-    send_mail(
+    EmailMessage(
         subject=f"[Oversight] Alert {delivery.alert_id}: {header_value(delivery.alert.summary)}",
-        message=alert_text(delivery),
-        from_email=None,
-        recipient_list=[delivery.target],
-    )
+        body=alert_text(delivery),
+        to=[delivery.target],
+        headers={"Message-ID": f"<{delivery_id(delivery)}>"},
+    ).send()
 
 
 def _send_webhook(delivery: AlertDelivery) -> None:
@@ -136,11 +212,20 @@ def _send_webhook(delivery: AlertDelivery) -> None:
         delivery.target,
         data=body,
         method="POST",
-        headers={"Content-Type": "application/json", "Idempotency-Key": f"alert-{alert.pk}"},
+        headers={
+            "Content-Type": "application/json",
+            "Idempotency-Key": f"alert-{alert.pk}",
+            "Oversight-Delivery": delivery_id(delivery),
+        },
     )
-    with urllib.request.urlopen(request, timeout=settings.OVERSIGHT_HTTP_TIMEOUT) as response:
-        if not 200 <= response.status < 300:
-            raise RuntimeError(f"webhook answered {response.status}")
+    try:
+        with urllib.request.urlopen(request, timeout=settings.OVERSIGHT_HTTP_TIMEOUT) as response:
+            status = response.status
+    except urllib.error.HTTPError as error:
+        with error:  # Its body is not read: let its connection go.
+            status = error.code
+    if not 200 <= status < 300:
+        raise Refused(f"the webhook answered {status}")
 
 
 SENDERS = {AlertDelivery.Channel.EMAIL: _send_email, AlertDelivery.Channel.WEBHOOK: _send_webhook}

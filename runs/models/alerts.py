@@ -1,5 +1,6 @@
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Now
 
 from runs.models.choices import choices_constraint
 from runs.models.operations import Operation
@@ -68,6 +69,11 @@ class Alert(models.Model):
     def __str__(self) -> str:
         return f"alert {self.pk} ({self.status})"
 
+    def undelivered(self) -> list["AlertDelivery"]:
+        """Its deliveries not made yet (pending or failed): what "send again" sends. Read
+        from the deliveries prefetched, so the alerts page asks nothing more per alert."""
+        return [d for d in self.deliveries.all() if d.status != DeliveryStatus.DELIVERED]
+
 
 class DeliveryChannel(models.TextChoices):
     IN_APP = "in_app", "in-app"
@@ -82,7 +88,9 @@ class DeliveryStatus(models.TextChoices):
 
 
 class AlertDelivery(models.Model):
-    """One attempt channel for an alert, with its outcome (retried while it fails)."""
+    """One channel for an alert, with its outcome: retried while it fails, at a slowing
+    pace, for ``OVERSIGHT_ALERT_RETRY_HOURS`` from ``retrying_since``
+    (``runs.engine.deliveries``)."""
 
     Channel = DeliveryChannel
     Status = DeliveryStatus
@@ -95,6 +103,11 @@ class AlertDelivery(models.Model):
     last_error = models.TextField(blank=True, default="")
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
+    retrying_since = models.DateTimeField(
+        db_default=Now(),
+        help_text="When its attempts began: the alert raised, or an admin's send again; "
+        "in the database's time.",
+    )
 
     class Meta:
         verbose_name_plural = "alert deliveries"

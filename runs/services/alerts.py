@@ -2,8 +2,9 @@
 (or the rollback itself failed). An alert halts its run (waiting, reconciliation) in
 the same transaction, and queues its deliveries: in-app at once, email to the
 project's admins and ``OVERSIGHT_ALERT_EMAILS``, and the webhook if one is set (sent by
-the workers, retried while they fail). An admin acknowledges, then resolves with a
-note; resolving the last open alert of a halted run releases the run."""
+the workers, retried while they fail, for a day; an admin may send again what was not
+delivered). An admin acknowledges, then resolves with a note; resolving the last open
+alert of a halted run releases the run."""
 
 from django.conf import settings
 from django.db import transaction
@@ -11,11 +12,18 @@ from django.utils import timezone
 
 from runs.actions.base import Effect
 from runs.actors import Actor
+from runs.clock import db_now
 from runs.errors import InvalidInput
 from runs.models import Alert, AlertDelivery, Operation, Role, Run
 from runs.permissions import require_project_perm
 from runs.services.runs import awaited
-from runs.transitions import lock_run, transition_alert, transition_operation, transition_run
+from runs.transitions import (
+    lock_run,
+    record_run_event,
+    transition_alert,
+    transition_operation,
+    transition_run,
+)
 
 
 @transaction.atomic
@@ -38,7 +46,9 @@ def raise_alert(*, operation: Operation, actor: Actor, summary: str, state_left:
         summary=summary,
         state_left=state_left,
     )
-    now = timezone.now()
+    # The database's clock: workers compare ``next_attempt_at`` with it, and a host
+    # whose clock runs ahead would otherwise hold the alert back by as much.
+    now = db_now()
     AlertDelivery.objects.bulk_create(
         [
             AlertDelivery(
@@ -48,9 +58,16 @@ def raise_alert(*, operation: Operation, actor: Actor, summary: str, state_left:
                 status=AlertDelivery.Status.DELIVERED,
                 attempts=1,
                 delivered_at=now,
+                retrying_since=now,
             ),
             *(
-                AlertDelivery(alert=alert, channel=channel, target=target, next_attempt_at=now)
+                AlertDelivery(
+                    alert=alert,
+                    channel=channel,
+                    target=target,
+                    next_attempt_at=now,
+                    retrying_since=now,
+                )
                 for channel, target in _recipients(operation)
             ),
         ]
@@ -89,6 +106,34 @@ def acknowledge_alert(*, alert: Alert, user) -> Alert:
         changes={"acknowledged_by": user, "acknowledged_at": timezone.now()},
     )
     return alert
+
+
+@transaction.atomic
+def send_alert_again(*, alert: Alert, user) -> int:
+    """Make the alert's deliveries not yet made (failed, or pending a retry) due now, with
+    a new span of retries, and record who asked; returns how many. Their rows are locked
+    first, so a worker's outcome lands before (a success is then left alone) or after
+    (and is ignored: the attempt was overtaken)."""
+    require_project_perm(user, alert.project, "resolve_alert")
+    run = lock_run(alert.run_id)  # Resolving takes it too: the alert cannot close meanwhile.
+    if Alert.objects.filter(pk=alert.pk, status=Alert.Status.RESOLVED).exists():
+        raise InvalidInput(f"alert {alert.pk} is resolved: there is nothing to send again")
+    undelivered = alert.deliveries.exclude(status=AlertDelivery.Status.DELIVERED)
+    ids = list(undelivered.select_for_update().values_list("pk", flat=True))
+    if not ids:
+        raise InvalidInput(f"alert {alert.pk} has reached every recipient: nothing to send again")
+    now = db_now()
+    undelivered.filter(pk__in=ids).update(
+        status=AlertDelivery.Status.PENDING, next_attempt_at=now, retrying_since=now
+    )
+    record_run_event(
+        run=run,
+        actor=Actor.of_user(user),
+        event="alert.send_again",
+        reason=f"send alert {alert.pk} again",
+        detail={"alert": alert.pk, "deliveries": ids},
+    )
+    return len(ids)
 
 
 @transaction.atomic

@@ -7,7 +7,7 @@ from runs.errors import OversightError
 from runs.forms import ResolveForm
 from runs.models import Alert
 from runs.permissions import projects_with_perm
-from runs.services.alerts import acknowledge_alert, resolve_alert
+from runs.services.alerts import acknowledge_alert, resolve_alert, send_alert_again
 from runs.views.access import load_alert
 
 LIMIT = 200
@@ -39,6 +39,21 @@ def acknowledge(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, str(error))
     else:
         messages.success(request, f"Alert {alert.pk} acknowledged.")
+    return redirect("alerts")
+
+
+@require_POST
+def send_again(request: HttpRequest, pk: int) -> HttpResponse:
+    """Deliveries not made yet go out now (the channel is back, or was fixed), and are
+    retried for another span if they fail again."""
+    alert = load_alert(request.user, pk, "resolve_alert")
+    try:
+        count = send_alert_again(alert=alert, user=request.user)
+    except OversightError as error:
+        messages.error(request, str(error))
+    else:
+        deliveries = f"{count} deliver{'y' if count == 1 else 'ies'}"
+        messages.success(request, f"Alert {alert.pk}: {deliveries} will be sent again at once.")
     return redirect("alerts")
 
 

@@ -58,7 +58,9 @@ def preferences(request: HttpRequest) -> HttpResponse:
 @require_safe
 def healthz(request: HttpRequest) -> JsonResponse:
     """Unauthenticated, for monitors (and, with ``?scope=web``, load balancers): 200 when
-    healthy, else 503, with each check's result (see ``runs.health``)."""
+    every check passes, else 503: degraded (an open alert reached no one) as much as
+    unhealthy, so that a monitor reading only the status code notices; the body says
+    which, with each check's result (see ``runs.health``)."""
     answer = health(scope="web" if request.GET.get("scope") == "web" else "all")
     response = JsonResponse(answer, status=200 if answer["ok"] else 503)
     # Unhealthy is the monitor's news, not a server error: no error line per probe.
