@@ -335,6 +335,9 @@ OVERSIGHT_BIND = env_str("OVERSIGHT_BIND", "127.0.0.1:8000")
 OVERSIGHT_WEB_PROCESSES = env_int("OVERSIGHT_WEB_PROCESSES", 2, minimum=1)
 OVERSIGHT_WEB_THREADS = env_int("OVERSIGHT_WEB_THREADS", 16, minimum=1)
 OVERSIGHT_WEB_DB_CONNECTIONS = env_int("OVERSIGHT_WEB_DB_CONNECTIONS", 20, minimum=1)
+# How long a request waits for one of them (all in use, or PostgreSQL out of reach)
+# before it is answered 503 with Retry-After, which the client waits out and retries.
+OVERSIGHT_WEB_DB_WAIT_SECONDS = env_int("OVERSIGHT_WEB_DB_WAIT_SECONDS", 2, minimum=1)
 # A stored answer to an Idempotency-Key is replayed for this long; a retry sent later
 # runs as a new request. At least the client's whole retry window (minutes).
 OVERSIGHT_API_REPLAY_TTL = timedelta(

@@ -21,6 +21,9 @@ accounts = [
     ),
 ]
 
+# A request that raised: JSON under /api/, and 503 while the database is out of reach.
+handler500 = "runs.views.errors.server_error"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", api_urls()),

@@ -1,7 +1,7 @@
 """Both clients when things go wrong between the agent and the server: waits that keep
 failing closed whatever interrupts them, a server with a shorter long poll, a proposal
-repeated after a restart, a host with more than one address, and answers cut short or
-not JSON at all."""
+repeated after a restart or after a server error, a host with more than one address,
+and answers cut short or not JSON at all."""
 
 import asyncio
 import http.server
@@ -25,6 +25,11 @@ from tests.test_client import FlakyProxy, read_request
 
 CLIENTS = [Oversight, AsyncOversight]
 LOGIN_PAGE = b"<html><body>Please log in</body></html>"
+ERROR_PAGE = b"<h1>Server Error (500)</h1>"
+SERVER_ERROR = b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: %d\r\n\r\n%s" % (
+    len(ERROR_PAGE),
+    ERROR_PAGE,
+)
 
 pytest_plugins = ["tests.client_helpers"]
 
@@ -213,6 +218,36 @@ def test_a_proposal_repeated_under_its_key_after_a_restart_is_the_same_operation
     assert proposed(restarted, run_id, idempotency_key=key)["id"] == first["id"]
     assert proposed(restarted, run_id, idempotency_key=key)["id"] == first["id"]
     assert Operation.objects.count() == 1
+
+
+class FailingProxy(FlakyProxy):
+    """Relays to the live server, but answers the first POST, which the server made,
+    with a server error page: a server, or a proxy, that failed after the commit."""
+
+    def _relay(self, client: socket.socket) -> None:
+        request = read_request(client)
+        response = self.forward(request)
+        first_post = request.startswith(b"POST") and not self.posts
+        if request.startswith(b"POST"):
+            self.posts.append(request)
+        client.sendall(SERVER_ERROR if first_post else response)
+
+
+@pytest.mark.parametrize("cls", CLIENTS)
+def test_a_proposal_answered_with_a_server_error_is_sent_again_and_made_once(
+    live_server, client_token, run_id, cls
+):
+    """A 500 to a write under an Idempotency-Key (any 5xx, not only a 503) is sent
+    again with its key: the server answers with the operation it made the first time."""
+    proxy = FailingProxy(live_server.url)
+    try:
+        client = cls(proxy.url, client_token, timeout=10, backoff=0.01)
+        op = drive(client.propose(run_id, "note-1", arguments={"line": "paid"}, **NOTE))
+    finally:
+        proxy.close()
+    assert len(proxy.posts) == 2
+    assert proxy.keys()[0] == proxy.keys()[1] != ""
+    assert list(Operation.objects.values_list("pk", flat=True)) == [op["id"]]
 
 
 # --- a host with more than one address ---------------------------------------------------

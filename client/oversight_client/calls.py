@@ -1,6 +1,7 @@
 """One API call, as steps: the request built once (with its Idempotency-Key), sent again
-with the same key while it fails on the way, and the answer decoded or raised. A long
-poll is bounded by the server's longest wait, learned from its first refusal."""
+with the same key while it fails on the way or the server fails it, and the answer
+decoded or raised. A long poll is bounded by the server's longest wait, learned from its
+first refusal."""
 
 import json
 import platform
@@ -16,7 +17,8 @@ from oversight_client.steps import Send, Sleep, Steps
 from oversight_client.transport import HttpRequest, HttpResponse, TransportError
 
 USER_AGENT = f"oversight-client/{__version__} Python/{platform.python_version()}"
-# Too many waits at once (429, with Retry-After), overloaded, or a gateway gave up.
+# Too many waits at once (429, with Retry-After), overloaded or its database out of
+# reach (503, with Retry-After), or a gateway gave up.
 RETRY_STATUSES = {429, 502, 503, 504}
 IN_PROGRESS = b'"request_in_progress"'  # our earlier attempt of this very request still runs
 MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
@@ -38,9 +40,15 @@ def retry_after(response: HttpResponse) -> float:
         return 0
 
 
-def retryable(response: HttpResponse) -> bool:
-    return response.status in RETRY_STATUSES or (
-        response.status == 409 and IN_PROGRESS in response.body
+def retryable(request: HttpRequest, response: HttpResponse) -> bool:
+    """Whether ``request`` is to be sent again after ``response``. Any server error is,
+    for a request under an Idempotency-Key (every write): the server either rolled back
+    what the failed attempt did and runs the retry once, or committed it before the
+    answer went wrong and answers the retry with what it stored."""
+    return (
+        response.status in RETRY_STATUSES
+        or (response.status >= 500 and "Idempotency-Key" in request.headers)
+        or (response.status == 409 and IN_PROGRESS in response.body)
     )
 
 
@@ -109,7 +117,7 @@ class Endpoint:
             except TransportError as exc:
                 failure = str(exc)
             else:
-                if not retryable(response):
+                if not retryable(request, response):
                     return decoded(request, response, raw)
                 failure, pause = f"HTTP {response.status}", retry_after(response)
             if attempt < self.retries:

@@ -1,8 +1,11 @@
 """The NinjaAPI instance: authentication, error bodies, and the URLs (exempt from the
 pages' login requirement: the API authenticates by token)."""
 
+import sys
+
 from django.contrib.auth.decorators import login_not_required
-from django.http import Http404
+from django.db import InterfaceError, OperationalError
+from django.http import Http404, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
@@ -124,6 +127,32 @@ def unauthenticated(request, exc):
 @api.exception_handler(Http404)
 def not_found(request, exc):
     return problem(request, 404, "not_found", "no such object in this token's project")
+
+
+# The database could not serve the request just now: PostgreSQL restarting or failing
+# over, the connection dropped or terminated, none free in the pool within
+# OVERSIGHT_WEB_DB_WAIT_SECONDS, a lock or a statement timed out (SQLite: locked).
+DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
+# Long enough for PostgreSQL to restart or a pool to connect again; the client waits
+# it out before it sends the request again.
+RETRY_AFTER_SECONDS = 3
+
+
+def server_error(request) -> HttpResponse:
+    """The answer to an exception nothing else answered (Django's ``handler500``, under
+    /api/), raised by a view, a middleware (``IdempotencyKeyMiddleware`` reads the token
+    and the key before the API runs) or the commit: JSON, as every answer of the API,
+    never an HTML page. The database out of reach is a 503 with Retry-After, not a 500:
+    the request may be sent again (a write's transaction was rolled back with its
+    Idempotency-Key, or committed with the answer a retry gets). The exception's words
+    go to the server log only."""
+    if not isinstance(sys.exc_info()[1], DATABASE_UNAVAILABLE):
+        return problem(request, 500, "server_error", "the server failed; its log says why")
+    response = problem(
+        request, 503, "unavailable", "the database cannot be reached just now: try again"
+    )
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
 
 
 def urls():

@@ -13,20 +13,28 @@ A long-poll's own reads run on a thread of the request's own that ends with it, 
 database connection kept for the next request would never be used again: every
 connection of a web process is given back when its request ends, and on PostgreSQL it
 comes from the process's pool of at most ``OVERSIGHT_WEB_DB_CONNECTIONS`` (psycopg's,
-through Django); a request that finds them all in use waits for one.
+through Django). A request that finds them all in use, or PostgreSQL out of reach, waits
+``OVERSIGHT_WEB_DB_WAIT_SECONDS`` for one, then is answered 503 (``runs.views.errors``).
 """
 
 import logging
 import resource
+from collections.abc import Callable
 
+import psycopg
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 from gunicorn.app.base import BaseApplication
+from psycopg_pool import ConnectionPool
 from uvicorn_worker import UvicornWorker
 
-POOL_TIMEOUT_SECONDS = 10  # A request waiting this long for a connection fails.
+# The pool's attempts to connect again back off (1 s, 2 s, 4 s…) and give up after this
+# long; the next request short of a connection starts them again. At psycopg's 5
+# minutes, a pool whose PostgreSQL was away for a minute next tried half a minute later,
+# answering 503s all that time.
+RECONNECT_SECONDS = 5
 KEEPALIVE_SECONDS = 5
 
 
@@ -57,8 +65,29 @@ def _pool_connections() -> None:
             database["OPTIONS"]["pool"] = {
                 "min_size": 1,
                 "max_size": settings.OVERSIGHT_WEB_DB_CONNECTIONS,
-                "timeout": POOL_TIMEOUT_SECONDS,
+                "timeout": settings.OVERSIGHT_WEB_DB_WAIT_SECONDS,
+                "check": _checked(alias),
+                "reconnect_timeout": RECONNECT_SECONDS,
             }
+
+
+def _checked(alias: str) -> Callable[[psycopg.Connection], None]:
+    """The pool's check of a connection before it lends it (psycopg's, which Django's
+    CONN_HEALTH_CHECKS would give: a query of nothing), finding one PostgreSQL dropped.
+    PostgreSQL drops them all at once (a restart, a failover, an administrator
+    terminating them), and the pool tries the next at once, then after a second, two,
+    four: with four dropped, a request waited seven seconds. So the first found dropped
+    has the pool check every idle one and connect again in their place: a request meets
+    one at most."""
+
+    def check(conn: psycopg.Connection) -> None:
+        try:
+            ConnectionPool.check_connection(conn)
+        except psycopg.Error:
+            connections[alias].pool.check()
+            raise
+
+    return check
 
 
 class Command(BaseCommand):
