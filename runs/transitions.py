@@ -380,16 +380,20 @@ FEED_NEXT = "UPDATE {table} SET feed_seq = feed_seq + 1 WHERE id = %s RETURNING 
 
 
 def _feed(run: Run, checkpoint: Checkpoint) -> None:
-    """Number ``checkpoint`` in its token's feed. The counter's row stays locked until
-    this transaction commits, so a later number never commits before an earlier one."""
+    """Put ``checkpoint`` in its token's feed (``runs.models.FeedEvent``). On SQLite,
+    which writes one transaction at a time, it is numbered here: the token's counter
+    is held no longer than the database already is. Elsewhere a reader numbers it once
+    it has committed, so that nothing the token's other runs share stays locked until
+    this transaction ends."""
     token_id = run.feed_token_id
     if token_id is None:
         return
-    # One statement (the ORM's update returns no values): both backends have RETURNING.
-    with connection.cursor() as cursor:
-        table = connection.ops.quote_name(AgentToken._meta.db_table)
-        cursor.execute(FEED_NEXT.format(table=table), [token_id])
-        (seq,) = cursor.fetchone()
+    seq = None
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:  # One statement: SQLite has RETURNING.
+            table = connection.ops.quote_name(AgentToken._meta.db_table)
+            cursor.execute(FEED_NEXT.format(table=table), [token_id])
+            (seq,) = cursor.fetchone()
     statements.insert(FeedEvent(token_id=token_id, seq=seq, checkpoint=checkpoint))
 
 

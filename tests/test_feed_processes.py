@@ -1,7 +1,7 @@
-"""The feed across processes: its cursor survives a server's restart, and writers in
-several processes number a token's events 1, 2, 3… with no gap, committing them in
-that order, without deadlocking (on PostgreSQL the token's counter row is locked by
-each writer after its run)."""
+"""The feed across processes: its cursor survives a server's restart; events written
+by several processes are numbered 1, 2, 3… with no gap, in the order a reader sees
+them committed; and a writer paused inside its transaction holds up no other run of
+its token."""
 
 import json
 import subprocess
@@ -11,8 +11,9 @@ import time
 import urllib.request
 
 import pytest
-from django.db import connections, transaction
+from django.db import connection, connections, transaction
 
+from runs.api.feed import number_feed
 from runs.models import AgentToken, FeedEvent, Run
 from runs.services.runs import open_session, start_run
 from runs.transitions import lock_run, record_run_event
@@ -67,20 +68,29 @@ def writer(count: int, *run_ids: int) -> subprocess.Popen:
     )
 
 
-def test_writers_in_two_processes_number_the_feed_without_gaps_in_commit_order(
+def test_writers_in_two_processes_and_a_reader_number_the_feed_without_gaps_in_order(
     project, owner, agent_token
 ):
+    """Two processes write checkpoints on two runs of one token while a reader numbers
+    what has committed: the numbers have no gap, a reader never sees one below a number
+    it saw before, and each run's checkpoints are numbered in their own order."""
     session = open_session(project=project, owner=owner, agent="a", token=agent_token)
     a, b = (start_run(session=session, goal=goal, actor=AGENT) for goal in ("a", "b"))
     count = 40
     writers = [writer(count, a.pk, b.pk), writer(count, b.pk, a.pk)]
     seen = []
     while any(w.poll() is None for w in writers):
-        seqs = list(FeedEvent.objects.filter(token=agent_token).values_list("seq", flat=True))
+        number_feed(agent_token.pk)
+        seqs = list(
+            FeedEvent.objects.filter(token=agent_token, seq__isnull=False).values_list(
+                "seq", flat=True
+            )
+        )
         assert seqs == list(range(1, len(seqs) + 1)), "a reader saw a later seq before an earlier"
         seen.append(len(seqs))
     for w in writers:
         assert (w.wait(timeout=60), w.stdout.read()) == (0, "DONE\n"), w.stderr.read()
+    number_feed(agent_token.pk)
     total = 4 + 2 * 2 * count  # Two runs started (two checkpoints each), then the writers'.
     events = FeedEvent.objects.filter(token=agent_token).select_related("checkpoint")
     assert [e.seq for e in events] == list(range(1, total + 1))
@@ -90,12 +100,49 @@ def test_writers_in_two_processes_number_the_feed_without_gaps_in_commit_order(
     assert len(set(seen)) > 2  # The reader read while the writers wrote.
 
 
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="SQLite writes one transaction at a time"
+)
+def test_a_writer_paused_in_one_run_holds_up_no_other_run_of_its_token(project, owner, agent_token):
+    """A writer stopped inside its transaction on run a (a worker paused in the claim
+    that carries out a transfer) holds a's lock: a write to run b of the same agent
+    commits at once, a reader numbers it, and a's entry is numbered after it once a
+    commits, so a cursor taken meanwhile misses nothing."""
+    session = open_session(project=project, owner=owner, agent="a", token=agent_token)
+    a, b = (start_run(session=session, goal=goal, actor=AGENT) for goal in ("a", "b"))
+    number_feed(agent_token.pk)
+    cursor = AgentToken.objects.get(pk=agent_token.pk).feed_seq
+    written, release = threading.Event(), threading.Event()
+
+    def paused_writer() -> None:
+        try:
+            with transaction.atomic():
+                record_run_event(run=lock_run(a.pk), actor=AGENT, event="run.note", reason="a")
+                written.set()
+                release.wait(30)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=paused_writer)
+    thread.start()
+    assert written.wait(10)
+    started = time.monotonic()
+    record_run_event(run=Run.objects.get(pk=b.pk), actor=AGENT, event="run.note", reason="b")
+    assert time.monotonic() - started < 2
+    number_feed(agent_token.pk)
+    release.set()
+    thread.join()
+    number_feed(agent_token.pk)
+
+    after = FeedEvent.objects.filter(token=agent_token, seq__gt=cursor).select_related("checkpoint")
+    assert [(e.seq, e.checkpoint.reason) for e in after] == [(cursor + 1, "b"), (cursor + 2, "a")]
+
+
 def test_a_request_with_an_idempotency_key_and_a_checkpoint_writer_do_not_deadlock(
     agent_token, run
 ):
-    """The request's transaction (its Idempotency-Key's) notes the token's last use, and
-    a writer holding the run's lock numbers its checkpoint on the token's counter: the
-    token's row must not be locked by the request before the run's."""
+    """The request's transaction (its Idempotency-Key's) notes the token's last use
+    while a writer holds the run's lock: neither may wait for the other."""
     AgentToken.objects.filter(pk=agent_token.pk).update(last_used_at=None)
     errors = []
 

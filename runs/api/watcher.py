@@ -3,9 +3,10 @@ costs no query of its own while nothing changes and learns of a change within a 
 milliseconds on SQLite, 20 on PostgreSQL (each wait used to read its row again every
 0.1 s). A wait is awaited: under the production server it holds no thread either.
 
-A wait names a counter that only grows (an operation's or a request's ``version``, a
-token's ``feed_seq``) and the value it last saw. While any wait is open, the thread
-reads every watched counter of a kind in one statement: on SQLite only after ``PRAGMA
+A wait names a mark that changes whenever what it waits for may have (an operation's or
+a request's ``version``; a token's ``feed_seq`` with its newest entry not numbered yet,
+``feed_mark``) and the value it last saw. While any wait is open, the thread
+reads every watched mark of a kind in one statement: on SQLite only after ``PRAGMA
 data_version`` says another connection committed (it reads no table otherwise), on
 PostgreSQL every ``POSTGRESQL_POLL_SECONDS``. A wait whose counter moved is woken; its
 request then reads what changed itself. The thread ends, and closes its connection,
@@ -22,16 +23,35 @@ from contextlib import suppress
 from dataclasses import dataclass
 
 from django.db import connection
+from django.db.models import OuterRef, Subquery
 
-from runs.models import AgentToken, HumanRequest, Operation
+from runs.models import AgentToken, FeedEvent, HumanRequest, Operation
 
 log = logging.getLogger(__name__)
 
-# What a wait may watch: kind -> (model, counter column).
+
+def _counter(model, column: str) -> Callable[[set[int]], dict]:
+    def read(pks: set[int]) -> dict:
+        return dict(model.objects.filter(pk__in=pks).values_list("pk", column))
+
+    return read
+
+
+def feed_marks(pks: set[int]) -> dict:
+    """Each token's feed mark: it changes when a reader numbers entries (``feed_seq``)
+    and when an entry waiting for its number commits (the newest such)."""
+    waiting = FeedEvent.objects.filter(token=OuterRef("pk"), seq__isnull=True).order_by("-pk")
+    tokens = AgentToken.objects.filter(pk__in=pks).annotate(
+        newest=Subquery(waiting.values("pk")[:1])
+    )
+    return {pk: (seq, newest) for pk, seq, newest in tokens.values_list("pk", "feed_seq", "newest")}
+
+
+# What a wait may watch: kind -> how to read the marks of some rows, by pk.
 COUNTERS = {
-    "operation": (Operation, "version"),
-    "request": (HumanRequest, "version"),
-    "feed": (AgentToken, "feed_seq"),
+    "operation": _counter(Operation, "version"),
+    "request": _counter(HumanRequest, "version"),
+    "feed": feed_marks,
 }
 SQLITE_POLL_SECONDS = 0.005
 POSTGRESQL_POLL_SECONDS = 0.02
@@ -54,10 +74,10 @@ class Watcher:
         self._fresh = False  # Waits added since the last read: read at once.
         self._thread: threading.Thread | None = None
 
-    async def wait(self, kind: str, pk: int, seen: int, seconds: float) -> int:
-        """Wait, holding no thread, until ``kind``'s counter of row ``pk`` differs from
-        ``seen``, or for ``seconds``; return the counter as last read (``seen`` if it
-        did not move)."""
+    async def wait(self, kind: str, pk: int, seen, seconds: float):
+        """Wait, holding no thread, until ``kind``'s mark of row ``pk`` differs from
+        ``seen``, or for ``seconds``; return the mark as last read (``seen`` if it did
+        not move)."""
         if kind not in COUNTERS:
             raise ValueError(f"nothing watches {kind!r}")
         loop = asyncio.get_running_loop()
@@ -135,8 +155,7 @@ def _wake(waits: list[_Wait]) -> None:
     for waiting in waits:
         by_kind[waiting.kind].append(waiting)
     for kind, some in by_kind.items():
-        model, column = COUNTERS[kind]
-        counters = dict(model.objects.filter(pk__in={w.pk for w in some}).values_list("pk", column))
+        counters = COUNTERS[kind]({w.pk for w in some})
         for waiting in some:
             now = counters.get(waiting.pk, waiting.seen)
             if now != waiting.seen:
