@@ -142,3 +142,18 @@ def database_from_url(url: str) -> dict:
         "CONN_HEALTH_CHECKS": True,
         "OPTIONS": dict(parse_qsl(parts.query)),
     }
+
+
+def bound_postgres_sessions(database: dict, *, idle: int, lock_wait: int, statement: int) -> None:
+    """Have PostgreSQL end, by itself, what a stopped process would otherwise hold without
+    end (seconds; 0 leaves one unbounded): a session idle inside its transaction (rolled
+    back, its row locks released), a wait for a lock, a statement. Set per connection
+    through libpq's ``options``, after any the URL gave."""
+    bounds = {
+        "idle_in_transaction_session_timeout": idle,
+        "lock_timeout": lock_wait,
+        "statement_timeout": statement,
+    }
+    given = database["OPTIONS"].get("options", "")
+    settings = " ".join(f"-c {name}={seconds * 1000}" for name, seconds in bounds.items())
+    database["OPTIONS"]["options"] = f"{given} {settings}".strip()

@@ -8,6 +8,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
 from oversight.env import (
+    bound_postgres_sessions,
     database_from_url,
     env_bool,
     env_int,
@@ -104,6 +105,23 @@ DATABASES = {
         )
     )
 }
+# On PostgreSQL, how long a process stopped inside a transaction (SIGSTOP, a paused VM,
+# a debugger) can hold others up: its session ends after this idle time, rolling the
+# transaction back (a worker's claim is then taken over through verification). A lock is
+# waited for at most the lock wait, longer than the idle time, so that a cancel behind a
+# stopped worker outlasts it; a statement runs at most the statement time. 0: no bound.
+OVERSIGHT_DB_IDLE_IN_TRANSACTION_SECONDS = env_int(
+    "OVERSIGHT_DB_IDLE_IN_TRANSACTION_SECONDS", 10, minimum=0
+)
+OVERSIGHT_DB_LOCK_WAIT_SECONDS = env_int("OVERSIGHT_DB_LOCK_WAIT_SECONDS", 15, minimum=0)
+OVERSIGHT_DB_STATEMENT_SECONDS = env_int("OVERSIGHT_DB_STATEMENT_SECONDS", 120, minimum=0)
+if _database_url:
+    bound_postgres_sessions(
+        DATABASES["default"],
+        idle=OVERSIGHT_DB_IDLE_IN_TRANSACTION_SECONDS,
+        lock_wait=OVERSIGHT_DB_LOCK_WAIT_SECONDS,
+        statement=OVERSIGHT_DB_STATEMENT_SECONDS,
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -38,25 +38,26 @@ def child_env() -> dict[str, str]:
     }
 
 
-def spawn(*args: str) -> subprocess.Popen:
-    """Start ``python -m tests.child ARGS`` connected to this test run's database."""
+def spawn(*args: str, **env: str) -> subprocess.Popen:
+    """Start ``python -m tests.child ARGS`` connected to this test run's database (with
+    ``env`` added to its environment)."""
     return subprocess.Popen(
         [sys.executable, "-m", "tests.child", *args],
         cwd=ROOT,
-        env=child_env(),
+        env={**child_env(), **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
 
 
-def manage_started(*args: str) -> subprocess.Popen:
-    """``manage.py ARGS`` started against this test run's database, not waited for
-    (``communicate`` reads what it says)."""
+def manage_started(*args: str, **env: str) -> subprocess.Popen:
+    """``manage.py ARGS`` started against this test run's database (with ``env`` added to
+    its environment), not waited for (``communicate`` reads what it says)."""
     return subprocess.Popen(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
-        env=child_env(),
+        env={**child_env(), **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -11,6 +11,10 @@ from pathlib import Path
 
 os.environ.setdefault("OVERSIGHT_SECRET_KEY", "test-secret-key-that-is-long-enough-for-checks")
 os.environ.setdefault("OVERSIGHT_VAR_DIR", str(Path(tempfile.gettempdir()) / "oversight-tests"))
+# Most tests hold their transaction open for the whole test (pytest-django's ``db``),
+# waiting on child processes and servers between two queries: PostgreSQL must not end
+# their sessions. The tests of that bound give their child processes one.
+os.environ.setdefault("OVERSIGHT_DB_IDLE_IN_TRANSACTION_SECONDS", "0")
 
 from oversight.settings import *  # noqa: F403
 from oversight.settings import DATABASES, VAR_DIR

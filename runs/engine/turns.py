@@ -9,7 +9,9 @@ it out too) on an OS lock on a file beside the database, looking every few
 milliseconds; a killed holder releases it by dying. A worker that waited as long as
 SQLite's busy timeout, or is asked to stop, goes ahead without its turn (SQLite's own
 wait then applies, as before). The rest of a step (housekeeping, an effect outside the
-database) takes no turn. PostgreSQL writes concurrently, and needs none.
+database) takes no turn. PostgreSQL writes concurrently, and needs none. A holder
+stopped with its turn is killed after a bound by the other workers (``runs.engine.stalls``),
+which releases it.
 """
 
 import fcntl
@@ -42,8 +44,7 @@ class Turns:
 
     def _take(self, stopped: Callable[[], bool]) -> bool:
         if self.file is None:
-            path = f"{connection.settings_dict['NAME']}-claims.lock"
-            self.file = open(path, "a")  # noqa: SIM115 (held for the process's life)
+            self.file = open(turn_file(), "a")  # noqa: SIM115 (held for the process's life)
         deadline = time.monotonic() + connection.settings_dict["OPTIONS"].get("timeout", 5)
         looks = 0
         while True:
@@ -55,3 +56,8 @@ class Turns:
                     return False
             time.sleep(LOOK_EVERY_SECONDS[min(looks, len(LOOK_EVERY_SECONDS) - 1)])
             looks += 1
+
+
+def turn_file() -> str:
+    """The file whose lock is the turn, beside the database."""
+    return f"{connection.settings_dict['NAME']}-claims.lock"

@@ -22,6 +22,7 @@ from runs.engine.deliveries import deliver_due
 from runs.engine.executor import Execution
 from runs.engine.lease import LeaseLost
 from runs.engine.notifications import notify_reviewers
+from runs.engine.stalls import StallWatch
 from runs.engine.sweeper import sweep_agent_operations
 from runs.engine.turns import Turns
 from runs.engine.wakeup import Wakeup
@@ -135,6 +136,9 @@ class Worker:
     def run(self, idle_seconds: float = 0.5) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._stop)
+        bound = settings.OVERSIGHT_DB_IDLE_IN_TRANSACTION_SECONDS
+        if bound and StallWatch.applies():
+            StallWatch(bound).watching(stopped=lambda: self.stopping)
         log.info("worker %s started", self.name)
         while not self.stopping:
             close_old_connections()
