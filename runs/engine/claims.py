@@ -23,8 +23,8 @@ update.
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from django.db import transaction
-from django.db.models import F, Q
+from django.db import connection, transaction
+from django.db.models import Q
 
 from runs.actors import Actor
 from runs.clock import db_now
@@ -146,7 +146,7 @@ def _claim(op_id, run_id, worker, lease, now, then, status, attempts) -> Operati
         claimed = _claim_locked(op_id, run_id, worker, lease, now, then, counted)
     finally:
         if counted and claimed is None:  # No attempt was made after all.
-            _uncount_attempt(op_id)
+            _uncount_attempt(op_id, attempts + 1)
     return claimed
 
 
@@ -181,16 +181,27 @@ def _claim_locked(op_id, run_id, worker, lease, now, then, counted) -> Operation
 
 def _count_attempt(op_id: int, seen: int) -> bool:
     """Count the attempt about to be made on approved operation ``op_id`` (whose count
-    was ``seen``) in a statement of its own, committed before the claim's transaction
-    that may carry the effect out: if the worker dies in there, the count stays. A
-    second worker counting the same attempt finds the count moved and leaves it."""
-    approved = Operation.objects.filter(pk=op_id, status=Operation.Status.APPROVED)
-    return bool(approved.filter(attempts=seen).update(attempts=seen + 1))
+    was ``seen``) in a transaction of its own, committed before the claim's that may
+    carry the effect out: if the worker dies in there, the count stays. A second worker
+    counting the same attempt finds the count moved and leaves it."""
+    return _update_if_free(op_id, seen, seen + 1)
 
 
-def _uncount_attempt(op_id: int) -> None:
+def _uncount_attempt(op_id: int, counted: int) -> None:
     """Take back a count for a claim that did not happen (its run was busy, another
     worker took the operation, or the claim's transaction was rolled back whole)."""
-    Operation.objects.filter(pk=op_id, status=Operation.Status.APPROVED).update(
-        attempts=F("attempts") - 1
+    _update_if_free(op_id, counted, counted - 1)
+
+
+@transaction.atomic
+def _update_if_free(op_id: int, attempts: int, to: int) -> bool:
+    """Set the approved operation's count from ``attempts`` to ``to``, unless another
+    transaction holds its row (a claim carrying the effect out, stopped maybe): that
+    one is passed by instead of waited for (PostgreSQL's ``SKIP LOCKED``)."""
+    skip_locked = connection.features.has_select_for_update_skip_locked
+    free = Operation.objects.select_for_update(skip_locked=skip_locked).filter(
+        pk=op_id, status=Operation.Status.APPROVED, attempts=attempts
+    )
+    return bool(free.values_list("pk", flat=True)) and bool(
+        Operation.objects.filter(pk=op_id).update(attempts=to)
     )
