@@ -1,8 +1,12 @@
 """Chaos soak: the commit engine under the failures it exists for.
 
-Several ``runworker`` processes with short leases carry out a stream of operations
-while they are killed (SIGKILL) and paused past their lease (SIGSTOP, then SIGCONT
-later) at random:
+Several worker processes with short leases carry out a stream of operations while they
+are killed (SIGKILL) and paused past their lease (SIGSTOP, then SIGCONT later) at
+random, and stop themselves where a stopped process holds others up (inside the
+transaction that claims and carries out a transfer, inside a folder's lock before the
+file is replaced: ``bench/soak_worker.py``), to be woken much later, if they are still
+alive: a stopped holder is ended after ``--stall-bound`` seconds (PostgreSQL ends its
+session; on SQLite another worker kills it, and the soak starts a new one):
 
 - HTTP calls to a target that does not deduplicate: the demo target's ``/naive/``
   items, which apply every request they get, whatever its key or epoch;
@@ -20,6 +24,8 @@ status, kills, stops, and:
   compensation without its transfer, money that appeared or vanished;
 - leftovers: operations not settled when the soak ends, and killed writers'
   temporary files still in the workspace after a worker's housekeeping;
+- held up: operations that took longer from approval to their end than the lease plus
+  the stall bound plus a few seconds (the longest wait is printed too);
 
 then runs ``check_invariants`` and ``verify_audit_chain``. It exits 1 unless the four
 counts are 0 and both checks pass. Everything stays on loopback. It uses a throwaway
@@ -27,6 +33,7 @@ SQLite file, or a throwaway database on DATABASE_URL's server (created and dropp
 user needs the CREATEDB privilege).
 
     .venv/bin/python bench/chaos_soak.py [--seconds 300] [--workers 4] [--lease 2]
+        [--stop-inside 0.05] [--stall-bound 3]
 """
 
 import argparse
@@ -58,6 +65,7 @@ from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
+from django.db.models import Max, Min, Q  # noqa: E402
 
 from bench.report import Figures, add_json_option  # noqa: E402
 from runs import machines  # noqa: E402
@@ -65,7 +73,7 @@ from runs.actions.files import workspace_of  # noqa: E402
 from runs.actors import Actor  # noqa: E402
 from runs.canonical import sha256_hex  # noqa: E402
 from runs.demo.target import make_server  # noqa: E402
-from runs.models import Account, LedgerEntry, Operation, Project  # noqa: E402
+from runs.models import Account, Checkpoint, LedgerEntry, Operation, Project  # noqa: E402
 from runs.services.artifacts import INCOMING  # noqa: E402
 from runs.services.proposals import propose_operation  # noqa: E402
 from runs.services.runs import open_session, start_run  # noqa: E402
@@ -76,6 +84,7 @@ ACCOUNTS = {f"L{n}": Decimal("1000000.00") for n in range(4)}
 FILES = [f"shared/f{n}.log" for n in range(3)]
 KINDS = ("http", "ledger", "file")
 UNSETTLED = (Operation.Status.APPROVED, Operation.Status.IN_FLIGHT, Operation.Status.VERIFY_FAILED)
+HELD_UP_MARGIN = 5  # seconds: a takeover's verification, a busy machine
 
 
 class Soak:
@@ -94,6 +103,7 @@ class Soak:
         self.workers: list[subprocess.Popen] = []
         self.paused: dict[int, float] = {}  # worker index -> when to wake it
         self.kills = self.stops = 0
+        self.inside = self.ended = 0  # Stops inside a lock; workers ended for stalling.
         self.log = open(Path(settings.VAR_DIR) / "workers.log", "ab")  # noqa: SIM115
 
     # --- workers and chaos ---------------------------------------------------------------
@@ -101,12 +111,25 @@ class Soak:
     def start_worker(self, index: int) -> subprocess.Popen:
         return subprocess.Popen(
             [
-                *(sys.executable, str(ROOT / "manage.py"), "runworker", "--name", f"soak-{index}"),
-                *("--lease-seconds", str(self.args.lease), "--idle-seconds", "0.05"),
+                *(sys.executable, str(ROOT / "bench" / "soak_worker.py"), f"soak-{index}"),
+                *(str(self.args.lease), str(self.args.stop_inside), str(self.chance.randrange(2**32))),
             ],
             stdout=self.log,
             stderr=self.log,
         )
+
+    def tend(self) -> None:
+        """Note the workers that stopped themselves inside a lock, to wake them long
+        after the bound; start another in place of one that died (killed for stalling)."""
+        for index, worker in enumerate(self.workers):
+            if worker.poll() is not None:
+                self.workers[index] = self.start_worker(index)
+                self.paused.pop(index, None)
+                self.ended += 1
+            elif index not in self.paused and _stopped(worker.pid):
+                hold = self.chance.uniform(2, 4) * (self.args.lease + self.args.stall_bound)
+                self.paused[index] = time.monotonic() + hold
+                self.inside += 1
 
     def strike(self) -> None:
         """Kill a running worker and start another, or pause one past its lease."""
@@ -201,6 +224,7 @@ class Soak:
     def chaos(self, until: float) -> None:
         next_strike = time.monotonic() + self.args.strike_every
         while time.monotonic() < until:
+            self.tend()
             self.wake()
             if time.monotonic() >= next_strike:
                 self.strike()
@@ -213,12 +237,22 @@ class Soak:
         step does the housekeeping any restarted worker does."""
         deadline = time.monotonic() + 10 * self.args.lease + 60
         while self.unsettled() and time.monotonic() < deadline:
+            self.tend()
+            self.wake()
             time.sleep(0.2)
+        self.wake(everyone=True)
         for worker in self.workers:
             worker.terminate()
         for worker in self.workers:
             worker.wait()
         manage("runworker", "--once")
+
+
+def _stopped(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+    except OSError:
+        return False
 
 
 def manage(*args: str) -> subprocess.CompletedProcess:
@@ -236,6 +270,8 @@ class Findings:
         self.lost: list[str] = []
         self.invented: list[str] = []
         self.leftovers: list[str] = []
+        self.held_up: list[str] = []
+        self.longest = 0.0  # seconds from an approval to the operation's end
 
 
 def examine(soak: Soak, applied: Counter) -> Findings:
@@ -283,9 +319,32 @@ def examine(soak: Soak, applied: Counter) -> Findings:
         debits = sum(moved.filter(debit__name=name).values_list("amount", flat=True))
         if balance != ACCOUNTS[name] + credits - debits:
             found.invented.append(f"account {name}: {balance}, its entries say otherwise")
+    bound = soak.args.lease + soak.args.stall_bound + HELD_UP_MARGIN
+    for op_id, took in waits(soak).items():
+        found.longest = max(found.longest, took)
+        if took > bound:
+            found.held_up.append(f"operation {op_id}: {took:.1f} s from approval to its end")
     leftovers = list(Path(settings.OVERSIGHT_WORKSPACE).rglob(f"{INCOMING}*"))
     found.leftovers += [f"temporary file {path}" for path in leftovers]
     return found
+
+
+def waits(soak: Soak) -> dict[int, float]:
+    """Each settled operation's time from its approval to its end, by its checkpoints."""
+    ended = [*machines.OPERATION.terminal]
+    times = (
+        Checkpoint.objects.filter(operation_id__in=soak.ops)
+        .values("operation_id")
+        .annotate(
+            approved=Min("created_at", filter=Q(to_status=Operation.Status.APPROVED)),
+            ended=Max("created_at", filter=Q(to_status__in=ended)),
+        )
+    )
+    return {
+        row["operation_id"]: (row["ended"] - row["approved"]).total_seconds()
+        for row in times
+        if row["approved"] and row["ended"]
+    }
 
 
 def report(soak: Soak, elapsed: float, found: Findings, figures: Figures) -> bool:
@@ -302,11 +361,17 @@ def report(soak: Soak, elapsed: float, found: Findings, figures: Figures) -> boo
     figures.add("kills", soak.kills, "kills")
     figures.add("stops past the lease", soak.stops, "stops")
     print(f"kills: {soak.kills}, stops past the lease: {soak.stops}")
+    figures.add("stops inside a lock", soak.inside, "stops")
+    figures.add("workers ended for stalling", soak.ended, "workers")
+    print(f"stops inside a lock: {soak.inside}, workers ended for stalling: {soak.ended}")
+    longest = figures.add("longest wait", found.longest, "s")
+    print(f"longest from an approval to the operation's end: {longest:.1f} s")
     for label, items in (
         ("duplicates", found.duplicates),
         ("lost effects", found.lost),
         ("invented effects", found.invented),
         ("leftovers", found.leftovers),
+        ("held up", found.held_up),
     ):
         print(f"{label}: {figures.add(label, len(items), 'items')}")
         for item in items[:10]:
@@ -316,7 +381,9 @@ def report(soak: Soak, elapsed: float, found: Findings, figures: Figures) -> boo
         print(f"{name}: {'pass' if passed else 'FAIL'}")
         if result.returncode:
             print(result.stderr.strip()[:2000])
-    clean = not (found.duplicates or found.lost or found.invented or found.leftovers)
+    clean = not (
+        found.duplicates or found.lost or found.invented or found.leftovers or found.held_up
+    )
     return clean and all(result.returncode == 0 for result in checks.values())
 
 
@@ -327,9 +394,16 @@ def main() -> None:
     parser.add_argument("--lease", type=float, default=2)
     parser.add_argument("--strike-every", type=float, default=1.0, help="mean seconds")
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument(
+        "--stop-inside", type=float, default=0.05, help="chance a worker stops inside a lock"
+    )
+    parser.add_argument(
+        "--stall-bound", type=int, default=3, help="seconds a stopped holder holds others up"
+    )
     args = parser.parse_args()
     figures = Figures(__file__, args)
     os.environ["OVERSIGHT_LEASE_SECONDS"] = str(max(1, round(args.lease)))
+    os.environ["OVERSIGHT_DB_IDLE_IN_TRANSACTION_SECONDS"] = str(args.stall_bound)
     host, port = TARGET.split(":")
     target = make_server(host, int(port))
     threading.Thread(target=target.serve_forever, daemon=True).start()
