@@ -1,21 +1,27 @@
 """Batched emails to reviewers about operations waiting for their decision."""
 
+import importlib
 import re
 import threading
 import time
 from datetime import timedelta
 
 import pytest
+from django.apps import apps as django_apps
 from django.core import mail
 from django.core.mail.backends.base import BaseEmailBackend
 from django.core.mail.backends.locmem import EmailBackend as LocmemBackend
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from runs.clock import db_now
 from runs.engine import notifications
 from runs.engine.notifications import notify_reviewers
 from runs.models import Operation, Preferences
+from runs.models.preferences import NotifiedOperation
+from runs.services.runs import start_run
+from tests.conftest import AGENT
+from tests.helpers import decide_on
 
 LOCMEM = "django.core.mail.backends.locmem.EmailBackend"
 
@@ -122,17 +128,49 @@ def test_many_waiting_operations_are_all_counted_then_all_listed(propose, review
     assert listed(first) + listed(second) == waiting
 
 
-def test_operations_created_at_the_same_instant_are_listed_together(
+def test_operations_created_at_the_same_instant_are_each_listed_once(
     propose, reviewer, settings, monkeypatch
 ):
     monkeypatch.setattr(notifications, "LISTED", 2)
-    first, *same_instant = [propose(f"call-{n}").pk for n in range(4)]
-    Operation.objects.filter(pk__in=same_instant).update(created_at=timezone.now())
+    waiting = [propose(f"call-{n}").pk for n in range(4)]
+    Operation.objects.filter(pk__in=waiting[1:]).update(created_at=timezone.now())
+    next_window = timedelta(minutes=settings.OVERSIGHT_NOTIFY_BATCH_MINUTES + 1)
 
+    notify_reviewers()
+    notify_reviewers(now=db_now() + next_window)
+
+    first, second = inbox(reviewer)
+    assert len(listed(first)) == len(listed(second)) == 2  # Cut between equal created_at,
+    assert sorted(listed(first) + listed(second)) == waiting  # and yet none lost.
+
+
+def test_only_what_still_waits_is_remembered(propose, reviewer, settings):
+    """What an email listed is kept while it waits, so that the next emails leave it
+    out; decided, it never waits again, and the reviewer's next email forgets it."""
+    decided, waiting = propose("call-1"), propose("call-2")
+    notify_reviewers()
+    decide_on(decided, reviewer)
+    newer = propose("call-3")
+
+    notify_reviewers(now=db_now() + timedelta(minutes=settings.OVERSIGHT_NOTIFY_BATCH_MINUTES + 1))
+
+    assert listed(inbox(reviewer)[1]) == [newer.pk]
+    remembered = NotifiedOperation.objects.filter(user=reviewer).values_list("operation", flat=True)
+    assert sorted(remembered) == [waiting.pk, newer.pk]
+
+
+def test_the_upgrade_carries_the_watermark_over_and_lists_nothing_twice(propose, reviewer):
+    """Before migration 0019 a reviewer's emails had listed what was created up to
+    ``last_notified_at``; the upgrade takes those as listed."""
+    listed_before, later = propose("call-1"), propose("call-2")
+    Preferences.objects.create(user=reviewer, last_notified_at=listed_before.created_at)
+    upgrade = importlib.import_module("runs.migrations.0021_notification_order")
+
+    upgrade.carry_over(django_apps, None)
     notify_reviewers()
 
     (email,) = inbox(reviewer)
-    assert listed(email) == [first, *same_instant]  # Not cut between equal created_at.
+    assert listed(email) == [later.pk]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -157,3 +195,40 @@ def test_two_workers_at_once_send_one_email_per_reviewer(propose, reviewer, revi
     assert sum(sent) == 2
     assert len(inbox(reviewer)) == 1
     assert len(inbox(reviewer2)) == 1
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="SQLite commits one writer at a time, in order"
+)
+@pytest.mark.django_db(transaction=True)
+def test_a_proposal_that_commits_after_a_later_one_was_emailed_is_in_the_next_email(
+    session, propose, reviewer, settings
+):
+    """Two agents propose at once on PostgreSQL: the first to begin (earlier created_at,
+    lower id) commits last, after the other was emailed. It is listed all the same."""
+    slow_run = start_run(session=session, goal="Archive the old invoices", actor=AGENT)
+    proposed, commit, slow = threading.Event(), threading.Event(), []
+
+    def slow_agent() -> None:
+        try:
+            with transaction.atomic():
+                slow.append(propose("slow", target=slow_run))
+                proposed.set()
+                assert commit.wait(timeout=10)
+        finally:
+            connection.close()
+
+    agent = threading.Thread(target=slow_agent)
+    agent.start()
+    assert proposed.wait(timeout=10)
+    fast = propose("fast")
+    notify_reviewers()
+    commit.set()
+    agent.join(timeout=10)
+    notify_reviewers(now=db_now() + timedelta(minutes=settings.OVERSIGHT_NOTIFY_BATCH_MINUTES + 1))
+
+    (late,) = slow
+    assert (late.created_at, late.pk) < (fast.created_at, fast.pk)  # It began first.
+    first, second = inbox(reviewer)
+    assert listed(first) == [fast.pk]
+    assert listed(second) == [late.pk]

@@ -1,23 +1,33 @@
 """Batched email to reviewers about operations waiting for their decision.
 
 Each reviewer who has not opted out gets at most one email per
-``OVERSIGHT_NOTIFY_BATCH_MINUTES`` about the operations that started waiting since
-those their previous email listed (never those of runs they own, which they may not
-decide).
+``OVERSIGHT_NOTIFY_BATCH_MINUTES`` about the waiting operations no email to them has
+listed yet (never those of runs they own, which they may not decide).
+
+What an email listed is remembered operation by operation (``NotifiedOperation``), not
+as a watermark. A watermark (the ``created_at`` or id of the last one listed) takes
+operations to become visible in that order, and on PostgreSQL they do not: a proposal
+whose transaction began first (earlier ``created_at``, lower id) can commit after a
+later one was emailed, and the watermark, already past it, would skip it forever. A
+set has no order to get wrong: an operation is listed by the first email read after it
+committed, whenever that is. PostgreSQL's commit horizon (``pg_snapshot_xmin``) would
+order them too, but would hold every email back behind any long transaction, and has no
+SQLite counterpart. The set stays small: only operations still waiting are kept, the
+others are dropped at the reviewer's next email, and "not listed yet" is one lookup in
+its unique index per waiting operation.
 
 A worker claims a reviewer's batch before sending it (``notify_claimed_until``, a
 conditional update that lasts longer than the mail timeout), so two workers never send
-the same email. Only once the mail backend accepted the email does the watermark
-(``last_notified_at``) advance, and the claim then stays until the batch window ends.
-A failed send releases the claim and advances nothing: the next round sends the same
-batch again.
+the same email; the claim also requires that no email went out since the batch was
+read (``last_notified_at``). Only once the mail backend accepted the email is what it
+listed recorded, and the claim then stays until the batch window ends. A failed send
+releases the claim and records nothing: the next round sends the same batch again.
 
 An email lists the oldest ``LISTED`` operations and counts the others, with a link to
-the queue; the watermark advances to the ``created_at`` of the last one listed, so the
-next email lists the rest. Every waiting operation is thus counted in the first email
-after it started waiting, and listed in one (unless it was decided before). Each
-operation's action and goal are the agent's words: quoted, apart from Oversight's own
-lines and links (``runs.engine.mailtext``).
+the queue; the next email lists the rest. Every waiting operation is thus counted in
+the first email after it started waiting, and listed in one (unless it was decided
+before). Each operation's action and goal are the agent's words: quoted, apart from
+Oversight's own lines and links (``runs.engine.mailtext``).
 """
 
 import logging
@@ -26,13 +36,15 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
-from django.db.models import Q, QuerySet
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from runs.actions.base import foreseen, plain_reason
 from runs.clock import db_now
 from runs.engine.deliveries import CLAIM_MARGIN
 from runs.engine.mailtext import QUOTED_NOTE, link, quoted
 from runs.models import Operation, Preferences
+from runs.models.preferences import NotifiedOperation
 from runs.queue import pending_for
 
 log = logging.getLogger(__name__)
@@ -55,7 +67,7 @@ def _notify(user, now: datetime | None) -> bool:
     preferences = Preferences.of(user)
     if not preferences.notify_pending:
         return False
-    listed, more = _batch(user, preferences.last_notified_at)
+    listed, more = _batch(user)
     if not listed:
         return False
     held = _claim(preferences, now)
@@ -76,30 +88,41 @@ def _notify(user, now: datetime | None) -> bool:
             log.exception("notifying %s failed; %s", user, again)
         held.update(notify_claimed_until=None)
         return False
-    window = timedelta(minutes=settings.OVERSIGHT_NOTIFY_BATCH_MINUTES)
-    held.update(last_notified_at=listed[-1].created_at, notify_claimed_until=db_now() + window)
+    _sent(user, held, listed)
     return True
 
 
-def _batch(user, watermark: datetime | None) -> tuple[list[Operation], int]:
-    """The oldest operations waiting since ``watermark`` (up to ``LISTED``, plus any
-    sharing the last one's ``created_at``, which the next watermark would skip), and
-    how many more wait after them."""
-    waiting = pending_for(user).exclude(run__session__owner=user)
-    if watermark:
-        waiting = waiting.filter(created_at__gt=watermark)
-    more = 0
-    nth = waiting.order_by("created_at").values_list("created_at", flat=True)[LISTED - 1 : LISTED]
-    if nth:
-        more = waiting.filter(created_at__gt=nth[0]).count()
-        waiting = waiting.filter(created_at__lte=nth[0])
-    return list(waiting.select_related("run").order_by("created_at", "pk")), more
+def _batch(user) -> tuple[list[Operation], int]:
+    """The oldest operations waiting for ``user`` that no email to them listed (up to
+    ``LISTED``), and how many more of those wait after them."""
+    listed_before = NotifiedOperation.objects.filter(user=user, operation=OuterRef("pk"))
+    unlisted = pending_for(user).exclude(run__session__owner=user).exclude(Exists(listed_before))
+    listed = list(unlisted.select_related("run").order_by("created_at", "pk")[:LISTED])
+    more = unlisted.count() - LISTED if len(listed) == LISTED else 0
+    return listed, more
+
+
+def _sent(user, held: QuerySet[Preferences], listed: list[Operation]) -> None:
+    """Record the email: what it listed, so that no later one lists it again; and, in
+    the same transaction, forget what no longer waits (it never will again), and hold
+    the claim until the batch window ends."""
+    window = timedelta(minutes=settings.OVERSIGHT_NOTIFY_BATCH_MINUTES)
+    with transaction.atomic():
+        NotifiedOperation.objects.bulk_create(
+            [NotifiedOperation(user=user, operation=op) for op in listed], ignore_conflicts=True
+        )
+        NotifiedOperation.objects.filter(user=user).exclude(
+            operation__status=Operation.Status.PROPOSED
+        ).delete()
+        sent = db_now()
+        held.update(last_notified_at=sent, notify_claimed_until=sent + window)
 
 
 def _claim(preferences: Preferences, now: datetime | None) -> QuerySet[Preferences] | None:
     """Claim the reviewer's batch unless another worker holds it or the batch window of
-    their previous email is still open; the batch was read at ``last_notified_at``, so
-    the claim also requires that no one has sent one since. Returns the held row."""
+    their previous email is still open; the batch was read when their latest email was
+    the one at ``last_notified_at``, so the claim also requires that no one has sent one
+    since. Returns the held row."""
     start = db_now()
     until = start + timedelta(seconds=settings.OVERSIGHT_EMAIL_TIMEOUT) + CLAIM_MARGIN
     unclaimed = Q(notify_claimed_until__isnull=True) | Q(notify_claimed_until__lte=now or start)

@@ -28,7 +28,8 @@ class Preferences(models.Model):
         help_text="Keyboard shortcuts on the queue and operation pages: j next in the "
         "queue, a approve, r reject, n next operation, q back to the queue.",
     )
-    # The watermark: when the last operation listed in their latest email was created.
+    # When their latest email went out. A worker's claim requires the value it read the
+    # batch at, so a batch read before someone else's email is never sent.
     last_notified_at = models.DateTimeField(null=True, blank=True)
     # A worker sending this person's batch holds it until then (longer than the mail
     # timeout), so two workers never send the same batch and a failed send is retried;
@@ -44,3 +45,25 @@ class Preferences(models.Model):
     @classmethod
     def of(cls, user) -> "Preferences":
         return cls.objects.get_or_create(user=user)[0]
+
+
+class NotifiedOperation(models.Model):
+    """An operation an email to ``user`` listed, kept while it waits for a decision: the
+    next emails list only the others (``runs.engine.notifications`` says why a set and
+    not a watermark). Rows of operations decided since go at the user's next email."""
+
+    # Indexed by the constraint below, which leads with it.
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    operation = models.ForeignKey("runs.Operation", on_delete=models.CASCADE, related_name="+")
+
+    class Meta:
+        constraints = [
+            # Also the index of the batch's "not listed yet" (NOT EXISTS … WHERE user = ?
+            # AND operation = ?) and of the clean-up of one user's rows.
+            models.UniqueConstraint(fields=["user", "operation"], name="notified_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"operation {self.operation_id} notified to user {self.user_id}"
