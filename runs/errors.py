@@ -61,6 +61,14 @@ class PreviewChanged(OversightError):
     code = "preview_changed"
 
 
+class EarlierAttempt(OversightError):
+    """Another fencing epoch recorded its intent to take this step and may still be
+    taking it: the step is not taken again where the target does not deduplicate, and
+    "absent" does not end the operation; the outcome is uncertain, for a person."""
+
+    code = "earlier_attempt"
+
+
 class OperationExpired(OversightError):
     """Nobody decided in time, or the approval lapsed before execution (fail closed)."""
 

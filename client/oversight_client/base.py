@@ -83,6 +83,7 @@ class Client:
         undo: Callable[..., Any] | None = None,
         executor: str = "",
         lease_seconds: int = 60,
+        deduplicates: bool = False,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """A decorator that puts a function under oversight.
 
@@ -109,19 +110,27 @@ class Client:
           an alert halts the run for a person, and ``VerificationFailed`` raised.
 
         With ``AsyncOversight``, ``fn``, ``verify`` and ``undo`` may be coroutine
-        functions. The lease (``lease_seconds``) must outlast ``fn`` and ``verify``: a
-        report after it lapsed is refused (``StaleState``), and the next call with the
-        same call_id takes over and verifies.
+        functions. The lease (``lease_seconds``) is renewed every third of it while
+        ``fn``, ``verify`` or ``undo`` runs (from a thread; with ``AsyncOversight``, from
+        a task, which a function blocking the event loop blocks too). A lease lost
+        meanwhile (the process was paused past it, Oversight refused the renewal) raises
+        ``StaleState`` once the function returns, and nothing more is recorded; the next
+        call with the same call_id takes over and verifies.
 
         Calling again with the same run_id and call_id never repeats an effect: a
         committed operation returns its stored output without calling ``fn``, and if an
         earlier attempt recorded its intent (and may have fired the effect) before it was
         interrupted, ``verify`` is asked first: applied commits with what it observed,
-        absent runs ``fn`` again under the same idempotency key, uncertain goes to the
-        rollback plan as above. If that attempt's lease still holds, the call waits for
-        it to lapse. If ``verify`` raises, the operation stays in flight for such a later
-        call; if none comes, the server alerts a person once the lease has lapsed for
-        ``OVERSIGHT_AGENT_GRACE_SECONDS``.
+        uncertain goes to the rollback plan as above. Absent runs ``fn`` again under the
+        same idempotency key only with ``deduplicates=True``: say so only if the target
+        makes a late repeat harmless (it deduplicates on the key), since the earlier
+        attempt may be alive, only slow, and still fire. Otherwise, or if the effect is
+        still absent after ``fn`` ran again, it is uncertain: an alert halts the run for a
+        person, and ``VerificationFailed`` is raised. The same goes for an ``undo`` an
+        earlier attempt may still be running. If that attempt's lease still holds, the
+        call waits for it to lapse, or for its outcome. If ``verify`` raises, the
+        operation stays in flight for such a later call; if none comes, the server alerts
+        a person once the lease has lapsed for ``OVERSIGHT_AGENT_GRACE_SECONDS``.
         """
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -135,6 +144,7 @@ class Client:
                 undo=undo,
                 executor=executor,
                 lease_seconds=lease_seconds,
+                deduplicates=deduplicates,
             )
             return self._supervise(fn, spec)
 

@@ -24,7 +24,9 @@ from runs.canonical import sha256_hex
 from runs.clock import db_now
 from runs.downloads import attachment, stored_path
 from runs.engine.claims import LEASED, take_lease
+from runs.engine.executor import ROLLBACK_INTENT
 from runs.errors import (
+    EarlierAttempt,
     IllegalTransition,
     InvalidInput,
     OversightError,
@@ -382,6 +384,37 @@ def _fenced(operation: Operation, epoch: int, status: str, now: datetime | None 
         )
 
 
+INTENT = "operation.intent"
+
+
+def _intent_epochs(operation: Operation, event: str = INTENT) -> set:
+    """The epochs that recorded ``event`` (the intent of the effect or of its rollback)
+    on the operation; None for an intent recorded before intents named their epoch."""
+    found = operation.checkpoints.filter(event=event)
+    return set(found.values_list("state__attempt__epoch", flat=True))
+
+
+def _no_earlier_attempt(operation: Operation, event: str, body: s.IntentIn) -> None:
+    """Refuse to take a step again that another epoch recorded its intent to take: its
+    lease lapsed, but that executor may be alive and still taking it (a paused process,
+    a slow call), so a repeat is harmless only where the target deduplicates on the
+    idempotency key. Otherwise the step's outcome is uncertain and a person decides, as
+    for the workers (``Execution._may_carry_on``, ``_resume_rollback``)."""
+    if body.deduplicates or not _intent_epochs(operation, event) - {body.epoch}:
+        return
+    step, then = (
+        ("roll it back", "Ask for an alert (rollback outcome alert)")
+        if event == ROLLBACK_INTENT
+        else ("fire its effect", "Report the effect uncertain, then ask for an alert")
+    )
+    raise EarlierAttempt(
+        f"operation {operation.pk}: an earlier executor recorded its intent to {step} and "
+        "may still be doing so; the target does not deduplicate on the idempotency key "
+        f"(deduplicates: false), so doing it again could do it twice. {then}: a person "
+        "decides"
+    )
+
+
 def _not_accepting(run: Run) -> OversightError | None:
     """Why ``run`` takes no new execution step (a claim, an intent), if it does not:
     closed, halted for reconciliation, or paused by an alert on another of the agent's
@@ -434,6 +467,7 @@ def claim(request, pk: int, body: s.ClaimIn):
         status=operation.status,
         epoch=epoch,
         lease_expires_at=expires,
+        lease_seconds=body.lease_seconds,
         idempotency_key=operation.idempotency_key,
         arguments=operation.arguments,
         intent=operation.intent,
@@ -441,35 +475,85 @@ def claim(request, pk: int, body: s.ClaimIn):
 
 
 @router.post(
+    "/operations/{int:pk}/heartbeat",
+    response={200: s.LeaseOut, **PROBLEMS},
+    tags=["execution"],
+)
+def heartbeat(request, pk: int, body: s.HeartbeatIn):
+    """Renew ``epoch``'s lease for ``lease_seconds`` from now (the database's time) while
+    the agent's function or undo runs; every third of the lease is usual. Only while that
+    epoch holds the operation (in flight or awaiting its rollback) and its lease has not
+    lapsed: otherwise 409, and the executor has lost it. Another may take over and verify
+    first; the one that lost it records nothing more. A renewal is no checkpoint, as a
+    worker's is not: the lease is not part of the audit trail, its claims are."""
+    operation = _agent_executed(request, pk)
+    with transaction.atomic():
+        lock_run(operation.run_id)
+        operation.refresh_from_db()
+        now = db_now()
+        held = operation.status if operation.status in LEASED else Operation.Status.IN_FLIGHT
+        _fenced(operation, body.epoch, held, now)
+        expires = now + timedelta(seconds=body.lease_seconds)
+        Operation.objects.filter(pk=pk).update(lease_expires_at=expires)
+    return s.LeaseOut(owner=operation.lease_owner, epoch=body.epoch, expires_at=expires)
+
+
+@router.post(
     "/operations/{int:pk}/intent", response={200: s.OperationOut, **PROBLEMS}, tags=["execution"]
 )
 def intent(request, pk: int, body: s.IntentIn):
-    """Record what is about to be done (and what undo needs) before the effect fires,
-    while this epoch's lease is live. Refused once the run is cancelled (an operation
-    with no intent yet is cancelled with it: it never fired) or halted for
-    reconciliation."""
+    """Record the step about to be taken, before it is taken, while this epoch's lease is
+    live: in flight, the effect (``snapshot`` is what undo needs: the operation's
+    intent); awaiting its rollback (verify_failed), the undo or compensation.
+
+    If another epoch recorded its intent of the same step, its executor may still be
+    taking it: the step is taken again only where the target deduplicates on the
+    idempotency key (``deduplicates``); otherwise 409 earlier_attempt, and the effect is
+    uncertain: report it so and ask for an alert. The effect's intent is refused once the
+    run is cancelled (an operation with no intent yet is cancelled with it: it never
+    fired) or halted for reconciliation; a rollback's is not: the undo is still due."""
     check_size("snapshot", body.snapshot, max_bytes=settings.OVERSIGHT_API_MAX_ARGUMENTS_BYTES)
     operation = _agent_executed(request, pk)
     with transaction.atomic():
         run = lock_run(operation.run_id)
         operation.refresh_from_db()
+        if operation.status == Operation.Status.VERIFY_FAILED:
+            _fenced(operation, body.epoch, Operation.Status.VERIFY_FAILED, db_now())
+            _no_earlier_attempt(operation, ROLLBACK_INTENT, body)
+            _record_intent(operation, run, agent(request), body, ROLLBACK_INTENT)
+            return s.OperationOut.of(operation)
         _fenced(operation, body.epoch, Operation.Status.IN_FLIGHT, db_now())
+        if operation.intent is not None:
+            _no_earlier_attempt(operation, INTENT, body)
         refusal = _not_accepting(run)
         if refusal is None:
-            transition_operation(
-                operation=operation,
-                run=run,
-                to=Operation.Status.IN_FLIGHT,
-                event="operation.intent",
-                actor=agent(request),
-                reason="executing",
-                changes={"intent": body.snapshot},
-            )
+            _record_intent(operation, run, agent(request), body, INTENT)
         elif run.cancel_requested and operation.intent is None:
             _cancel_unfired(operation, agent(request))
     if refusal is not None:
         raise refusal  # After the block: the cancellation above is kept.
     return s.OperationOut.of(operation)
+
+
+def _record_intent(
+    operation: Operation, run: Run, actor: Actor, body: s.IntentIn, event: str
+) -> None:
+    """The intent's checkpoint: the effect's, which keeps ``snapshot`` as the operation's
+    intent, or its rollback's. It names the epoch whose intent it is (what a takeover's
+    intent is checked against) and what that executor declared of the target."""
+    rollback = event == ROLLBACK_INTENT
+    attempt = {"epoch": body.epoch, "number": operation.attempts}
+    transition_operation(
+        operation=operation,
+        run=run,
+        to=operation.status,
+        event=event,
+        actor=actor,
+        reason="rolling back" if rollback else "executing",
+        changes={} if rollback else {"intent": body.snapshot},
+        detail={"attempt": attempt, "deduplicates": body.deduplicates}
+        | ({"rollback": body.snapshot} if rollback else {}),
+    )
 
 
 def _cancel_unfired(operation: Operation, actor: Actor) -> None:
@@ -519,6 +603,12 @@ def report(request, pk: int, body: s.ReportIn):
         if operation.intent is None:
             raise IllegalTransition(
                 f"operation {pk} has no intent recorded: the intent comes before the effect"
+            )
+        if effect == "absent" and _intent_epochs(operation) - {body.epoch}:
+            raise EarlierAttempt(
+                f"operation {pk}: an earlier executor recorded its intent to fire the effect, "
+                "which may still land: absent now does not mean it never happens. Report the "
+                "effect uncertain, then ask for an alert: a person decides"
             )
         to, why = REPORTED[effect], _reported_reason(effect, body.error)
         observation = Effect(effect).observation(output=body.output, error=body.error)

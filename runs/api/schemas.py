@@ -356,9 +356,13 @@ class ArtifactOut(Schema):
     run_version: int
 
 
+# How long a lease lasts from now, when claimed or renewed.
+LeaseSeconds = Annotated[int, Field(ge=1, le=3600)]
+
+
 class ClaimIn(Schema):
     executor: str = Field(default="", max_length=200, description="Who executes (logged).")
-    lease_seconds: int = Field(default=60, ge=1, le=3600)
+    lease_seconds: LeaseSeconds = 60
 
 
 class ClaimOut(Schema):
@@ -369,6 +373,7 @@ class ClaimOut(Schema):
     )
     epoch: int
     lease_expires_at: datetime
+    lease_seconds: int = Field(description="The lease's length: renew it by as much.")
     idempotency_key: str
     arguments: dict[str, Any]
     intent: dict[str, Any] | None = Field(
@@ -376,9 +381,20 @@ class ClaimOut(Schema):
     )
 
 
+class HeartbeatIn(Schema):
+    epoch: int
+    lease_seconds: LeaseSeconds = Field(description="Renew the lease for this long from now.")
+
+
 class IntentIn(Schema):
     epoch: int
     snapshot: dict[str, Any] = Field(default_factory=dict)
+    deduplicates: bool = Field(
+        default=False,
+        description="The target deduplicates on the operation's idempotency key, so that "
+        "a late repeat of an earlier attempt is harmless: only then is a step whose intent "
+        "another epoch recorded taken again.",
+    )
 
 
 class ReportIn(Schema):
