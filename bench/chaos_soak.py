@@ -102,6 +102,8 @@ class Soak:
         self.ops: dict[int, tuple[str, dict]] = {}  # id -> (kind, what to look for)
         self.workers: list[subprocess.Popen] = []
         self.paused: dict[int, float] = {}  # worker index -> when to wake it
+        self.stalled: list[tuple[subprocess.Popen, float]] = []  # stopped inside, waking at
+        self.woken: list[subprocess.Popen] = []  # stalled ones woken, working on
         self.kills = self.stops = 0
         self.inside = self.ended = 0  # Stops inside a lock; workers ended for stalling.
         self.log = open(Path(settings.VAR_DIR) / "workers.log", "ab")  # noqa: SIM115
@@ -109,18 +111,21 @@ class Soak:
     # --- workers and chaos ---------------------------------------------------------------
 
     def start_worker(self, index: int) -> subprocess.Popen:
+        seed = self.chance.randrange(2**32)
         return subprocess.Popen(
             [
                 *(sys.executable, str(ROOT / "bench" / "soak_worker.py"), f"soak-{index}"),
-                *(str(self.args.lease), str(self.args.stop_inside), str(self.chance.randrange(2**32))),
+                *(str(self.args.lease), str(self.args.stop_inside), str(seed)),
             ],
             stdout=self.log,
             stderr=self.log,
         )
 
     def tend(self) -> None:
-        """Note the workers that stopped themselves inside a lock, to wake them long
-        after the bound; start another in place of one that died (killed for stalling)."""
+        """Put a worker that stopped itself inside a lock aside, to be woken long after
+        the bound, and start another in its place: what is measured is how long the
+        stopped one holds the others up, not the soak running short of workers. Start
+        another in place of one that died (killed for stalling)."""
         for index, worker in enumerate(self.workers):
             if worker.poll() is not None:
                 self.workers[index] = self.start_worker(index)
@@ -128,8 +133,14 @@ class Soak:
                 self.ended += 1
             elif index not in self.paused and _stopped(worker.pid):
                 hold = self.chance.uniform(2, 4) * (self.args.lease + self.args.stall_bound)
-                self.paused[index] = time.monotonic() + hold
+                self.stalled.append((worker, time.monotonic() + hold))
+                self.workers[index] = self.start_worker(index)
                 self.inside += 1
+        for worker, when in list(self.stalled):
+            if worker.poll() is None and time.monotonic() >= when:
+                worker.send_signal(signal.SIGCONT)  # It goes on as one worker more.
+                self.stalled.remove((worker, when))
+                self.woken.append(worker)
 
     def strike(self) -> None:
         """Kill a running worker and start another, or pause one past its lease."""
@@ -241,9 +252,11 @@ class Soak:
             self.wake()
             time.sleep(0.2)
         self.wake(everyone=True)
-        for worker in self.workers:
+        everyone = [*self.workers, *(worker for worker, _ in self.stalled), *self.woken]
+        for worker in everyone:
+            worker.send_signal(signal.SIGCONT)
             worker.terminate()
-        for worker in self.workers:
+        for worker in everyone:
             worker.wait()
         manage("runworker", "--once")
 
@@ -412,7 +425,7 @@ def main() -> None:
         try:
             elapsed = soak.run()
         finally:
-            for worker in soak.workers:
+            for worker in [*soak.workers, *(w for w, _ in soak.stalled), *soak.woken]:
                 if worker.poll() is None:
                     worker.send_signal(signal.SIGCONT)
                     worker.kill()
