@@ -7,8 +7,10 @@ two), and the worker's own ``step()`` claims, executes, verifies and rolls back.
 operation commits; for each rollback kind one fails its verification for a reason the
 world can give:
 
-- in-band (``file.write``): another writer edits the file between the write and its
-  verification; the previous version must come back from its artifact;
+- in-band (``file.write``): the file cannot be re-read after the write (an I/O error),
+  and the worker gives up at once; its write, still there, must be undone, the previous
+  version back from its artifact (a file someone else changed meanwhile is not undone
+  but alerted: it is their work);
 - compensating (``ledger.transfer``): another writer alters the ledger entry between
   the transfer and its verification; a compensating transfer must restore both
   balances;
@@ -25,7 +27,9 @@ webhook, no extra alert recipients. A worker's step takes whatever work is due, 
 refuses to start where other work waits; the command gives it a throwaway database.
 """
 
+import errno
 import logging
+import os
 import secrets
 import smtplib
 import tempfile
@@ -210,7 +214,8 @@ class Stage:
 
     def execute(self, op: Operation, tamper: Callable[[Operation], None] | None = None) -> None:
         """One worker step; ``tamper`` changes the target right after the effect fired,
-        before verification re-reads it (another writer, behind the worker's back)."""
+        before verification re-reads it (another writer, behind the worker's back), or
+        fails that re-read."""
 
         def receiver(boundary: str, operation: Operation, **_kwargs) -> None:
             if tamper and boundary == EXECUTED and operation.pk == op.pk:
@@ -283,6 +288,11 @@ def commit(stage: Stage) -> Iterator[Check]:
     yield checkpoints("commit", op, Status.COMMITTED)
 
 
+def _unreadable(op: Operation) -> None:
+    """Re-reading the file just written fails, as a failing disk does."""
+    raise OSError(errno.EIO, os.strerror(errno.EIO), op.arguments["path"])
+
+
 def in_band(stage: Stage) -> Iterator[Check]:
     path, before = "rehearsal/in-band.md", "the previous version\n"
     target = resolve(path, stage.project)
@@ -296,7 +306,8 @@ def in_band(stage: Stage) -> Iterator[Check]:
         risk=Operation.Risk.MEDIUM,
         rollback_kind=Operation.RollbackKind.IN_BAND,
     )
-    stage.execute(op, lambda _op: target.write_text("edited by another writer\n"))
+    with override_settings(OVERSIGHT_MAX_ATTEMPTS=1):
+        stage.execute(op, _unreadable)
     yield outcome("in-band", op, Status.ROLLED_BACK)
     found = _read(stage, path)
     restored = found == before and (op.intent or {}).get("previous") == kept

@@ -4,8 +4,9 @@
   (the run row) and before its second (the checkpoint), prints ``INSIDE`` and waits to
   be killed, holding the transaction open.
 - ``worker-crash-at BOUNDARY [SABOTAGE]``: a worker (lease 1 s) that kills itself with
-  SIGKILL when it reaches BOUNDARY; SABOTAGE, if named, first alters the target right
-  after the effect fired, so that verification fails and the rollback runs.
+  SIGKILL when it reaches BOUNDARY; SABOTAGE, if named, first alters the target (or
+  fails the re-read of a file) right after the effect fired, so that verification fails
+  and the rollback runs.
 - ``naive-worker ORDER OP_ID``: the orders seed 003 warns against, for comparison:
   ``mark-done-first`` records committed and dies before firing the effect;
   ``fire-then-mark`` fires the effect, then dies before recording anything, and when
@@ -15,6 +16,10 @@
 - ``worker-pause-at BOUNDARY``: a worker (lease 1 s) that stops itself with SIGSTOP
   when it reaches BOUNDARY (printing ``PAUSED``): a GC or VM pause, a slow call. After
   SIGCONT it carries on as a paused process would, then drains and exits.
+- ``worker-stop-in-lock SIGNAL SECONDS``: a worker (lease SECONDS) that sends itself
+  SIGNAL (``SIGSTOP`` or ``SIGKILL``) right after it first confirms its lease inside a
+  target's lock (a file's folder), printing ``IN LOCK``. After SIGCONT it carries on as
+  a stopped process would, then drains and exits.
 - ``worker-clock-ahead SECONDS``: ``runworker --once`` on a host whose clock runs
   SECONDS ahead of everyone else's.
 - ``slow-ledger-worker``: ``runworker --once`` whose ledger transactions hold the lock
@@ -28,6 +33,7 @@
   so before the Idempotency-Key's reply is stored).
 """
 
+import errno
 import os
 import signal
 import sys
@@ -64,12 +70,10 @@ def hang_mid_transition(run_id: str) -> None:
     transition_run(run=run, to=Run.Status.COMPLETED, actor=Actor.agent("child"))
 
 
-def _overwrite_file(operation: Operation) -> None:
-    from runs.actions.files import resolve
-
-    resolve(operation.arguments["path"], operation.project).write_text(
-        "changed behind the worker's back"
-    )
+def _unreadable_file(operation: Operation) -> None:
+    """The file cannot be re-read after the write; where the worker's attempts are spent
+    (``OVERSIGHT_MAX_ATTEMPTS=1``), it gives up, and its write, still there, is undone."""
+    raise OSError(errno.EIO, os.strerror(errno.EIO), operation.arguments["path"])
 
 
 def _alter_ledger_entry(operation: Operation) -> None:
@@ -80,7 +84,7 @@ def _alter_ledger_entry(operation: Operation) -> None:
         )
 
 
-SABOTAGE = {"file": _overwrite_file, "ledger": _alter_ledger_entry}
+SABOTAGE = {"file": _unreadable_file, "ledger": _alter_ledger_entry}
 
 
 def worker_crash_at(boundary: str, sabotage: str = "") -> None:
@@ -124,6 +128,22 @@ def worker_pause_at(boundary: str) -> None:
     pause_at = boundary
     boundary_reached.connect(on_boundary)
     Worker(name="paused", lease=timedelta(seconds=1), at_once=AT_ONCE).drain()
+
+
+def worker_stop_in_lock(signal_name: str, seconds: str) -> None:
+    confirm = Context.confirm_lease
+    confirmed = []
+
+    def confirm_then_stop(ctx: Context) -> None:
+        confirm(ctx)
+        if not confirmed:
+            confirmed.append(ctx)
+            print("IN LOCK", flush=True)
+            os.kill(os.getpid(), getattr(signal, signal_name))
+
+    Context.confirm_lease = confirm_then_stop
+    lease = timedelta(seconds=float(seconds))
+    Worker(name="stopped", lease=lease, at_once=AT_ONCE).drain()
 
 
 def worker_clock_ahead(seconds: str) -> None:
@@ -192,6 +212,7 @@ SCENARIOS = {
     "worker-crash-at": worker_crash_at,
     "naive-worker": naive_worker,
     "worker-pause-at": worker_pause_at,
+    "worker-stop-in-lock": worker_stop_in_lock,
     "worker-clock-ahead": worker_clock_ahead,
     "slow-ledger-worker": slow_ledger_worker,
     "worker-dies-after-compensating": worker_dies_after_compensating,

@@ -3,7 +3,9 @@ an approved operation, records its intent, re-checks cancel and precondition,
 executes with the idempotency key, verifies by re-reading the target and records the
 result — or runs the rollback plan. Crashes are covered by test_engine_crash.py."""
 
+import errno
 import json
+import os
 import threading
 import urllib.request
 from datetime import timedelta
@@ -226,17 +228,66 @@ def unsend_email(op: Operation) -> None:
     )
 
 
-def test_failed_file_verification_restores_the_previous_version(
-    approved, existing_file, at_boundary, run
+def cannot_reread(op: Operation) -> None:
+    raise OSError(errno.EIO, os.strerror(errno.EIO), op.arguments["path"])
+
+
+def holding(path, content: str | None) -> str | None:
+    """``path`` holding ``content`` (None: no file); the sha256 to approve against."""
+    if content is None:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content)
+    return sha256_hex(content.encode())
+
+
+@pytest.mark.parametrize("previous", ["previous\n", None], ids=["existing", "new"])
+def test_a_write_someone_else_made_before_verification_is_kept_and_a_person_alerted(
+    approved, workspace, at_boundary, run, previous
 ):
-    op = approved("file", expected_sha256=sha256_hex(b"previous\n"))
+    """A colleague wrote the file between the effect and its verification: restoring the
+    previous version (or removing the file) would destroy their work. Undo touches only
+    what is visibly the operation's own write; anything else is a person's to settle."""
+    path = workspace / PATH
+    op = approved("file", expected_sha256=holding(path, previous))
     at_boundary(EXECUTED, overwrite_file)
     before = version(run)
 
     op = drained(op)
 
+    assert path.read_bytes() == b"changed behind the worker's back\n"
+    assert op.status == Operation.Status.ALERTED
+    assert f"nothing was rolled back: {PATH} holds content this operation did not write" in (
+        op.status_reason
+    )
+    assert Alert.objects.get(operation=op).status == Alert.Status.OPEN
+    run.refresh_from_db()
+    assert (run.status, run.reason) == (Run.Status.WAITING, Run.Reason.RECONCILIATION)
+    assert steps_since(run, before)[:4] == [
+        CLAIM,
+        INTENT,
+        VERIFY_FAILED,
+        ("operation.status", "verify_failed", "alerted"),
+    ]
+
+
+@pytest.mark.parametrize("previous", ["previous\n", None], ids=["existing", "new"])
+def test_a_write_its_worker_gave_up_verifying_is_undone(
+    approved, workspace, at_boundary, run, settings, previous
+):
+    """The worker cannot re-read the file after writing it, and gives up: its write is
+    there, visibly its own, and the in-band rollback restores the previous version (or
+    removes the file it made)."""
+    settings.OVERSIGHT_MAX_ATTEMPTS = 1
+    path = workspace / PATH
+    op = approved("file", expected_sha256=holding(path, previous))
+    at_boundary(EXECUTED, cannot_reread)
+    before = version(run)
+
+    op = drained(op)
+
     assert op.status == Operation.Status.ROLLED_BACK
-    assert existing_file.read_text() == "previous\n"
+    assert (path.read_text() if path.exists() else None) == previous
     assert steps_since(run, before) == [
         CLAIM,
         INTENT,
@@ -244,15 +295,6 @@ def test_failed_file_verification_restores_the_previous_version(
         ("operation.status", "verify_failed", "rolled_back"),
     ]
     assert invariants_hold()
-
-
-def test_failed_verification_of_a_new_file_removes_it(approved, workspace, at_boundary):
-    at_boundary(EXECUTED, overwrite_file)
-
-    op = drained(approved("file"))
-
-    assert op.status == Operation.Status.ROLLED_BACK
-    assert not (workspace / PATH).exists()
 
 
 def test_failed_transfer_verification_is_compensated_once(approved, at_boundary, run):

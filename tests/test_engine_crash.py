@@ -113,12 +113,16 @@ def test_killed_file_write_is_resumed_and_written_once(approved, project, bounda
         assert path.stat().st_ino == inode  # Verified on resume, not written again.
 
 
-def test_killed_during_in_band_rollback_restores_the_file_once(approved, project):
+def test_killed_during_in_band_rollback_restores_the_file_once(approved, project, monkeypatch):
+    """The worker cannot re-read its write and gives up at once; killed as it starts the
+    undo, it leaves the rollback to the next worker, which restores the file."""
     path = workspace_of(project) / "notes/today.md"
     path.parent.mkdir(parents=True)
     path.write_text("previous\n")
     op = approved("file", expected_sha256=sha256_hex(b"previous\n"))
+    monkeypatch.setenv("OVERSIGHT_MAX_ATTEMPTS", "1")
     crash_worker_at(ROLLING_BACK, "file")
+    monkeypatch.delenv("OVERSIGHT_MAX_ATTEMPTS")
     take_over()
 
     op.refresh_from_db()

@@ -3,7 +3,9 @@ file as the agent named it and fixed words for the error. An exception's own tex
 with the server's absolute paths, stays in the server log (the agent's arguments cut
 out of it), where the operator finds it by the operation's id."""
 
+import errno
 import json
+import os
 import socket
 
 import pytest
@@ -14,6 +16,7 @@ from runs.canonical import sha256_hex
 from runs.engine.boundaries import EXECUTED
 from runs.engine.deliveries import deliver_due
 from runs.models import Alert
+from runs.models.artifacts import blob_path
 from tests.api_helpers import ServerAgent
 
 pytest_plugins = ["tests.api_helpers"]
@@ -60,19 +63,22 @@ def test_a_write_that_cannot_make_its_folder_names_only_the_agents_path(
 
 
 def test_a_failed_rollback_alerts_without_server_paths_in_summary_or_email(
-    agent, project, admin_user, at_boundary, tmp_path, caplog
+    agent, project, admin_user, at_boundary, settings, tmp_path, caplog
 ):
-    """The file was replaced by a folder behind the worker's back: the write cannot be
-    verified, and restoring the previous version fails. A person is alerted."""
+    """The worker cannot re-read the file it wrote and gives up, and the previous
+    version's blob was replaced by a folder: restoring it fails. A person is alerted."""
+    settings.OVERSIGHT_MAX_ATTEMPTS = 1
     target = workspace_of(project) / PATH
     target.parent.mkdir(parents=True)
     target.write_text("previous\n")
+    blob = blob_path(sha256_hex(b"previous\n"))
 
-    def replaced_by_a_folder(_op) -> None:
-        target.unlink()
-        (target / "kept").mkdir(parents=True)
+    def unreadable_and_previous_lost(_op) -> None:
+        blob.unlink()
+        blob.mkdir()
+        raise OSError(errno.EIO, os.strerror(errno.EIO), str(target))  # Re-reading it.
 
-    at_boundary(EXECUTED, replaced_by_a_folder)
+    at_boundary(EXECUTED, unreadable_and_previous_lost)
 
     op = write(agent, "restore", expected=sha256_hex(b"previous\n"))
 
@@ -86,8 +92,9 @@ def test_a_failed_rollback_alerts_without_server_paths_in_summary_or_email(
     assert email.to == [admin_user.email]
     for text in (seen_by(agent, op), alert.summary, email.subject, email.body):
         assert discreet(text, tmp_path), text
-    # The operator's account: the workspace's folder, without the agent's path.
+    # The operator's account: the server's folders, without the agent's arguments.
     assert f"{workspace_of(project)}/[argument]" in caplog.text
+    assert f"{blob.parent}/[argument]" in caplog.text
 
 
 def test_an_unexpected_error_is_named_not_quoted(agent, settings, tmp_path, caplog):

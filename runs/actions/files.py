@@ -6,23 +6,51 @@ another project's files. Precondition: the file's current content still has the 
 the reviewer approved against (``null``: the file must not exist yet). No path may
 leave the workspace (absolute paths, ``..`` and symlinks leading out are refused).
 The previous version is kept as an artifact before the write, so the in-band undo
-restores it exactly (or removes a file that did not exist). Messages name the file by
-the path the agent gave, never by its place on the server.
+restores it exactly (or removes a file that did not exist) — but only over this
+operation's own write: any other content there is someone's work, left for a person.
+Messages name the file by the path the agent gave, never by its place on the server.
 
-Fencing reaches the file: every writer holds an exclusive lock on the file's folder
-from its re-hash to its atomic replace, and confirms its lease inside that lock;
-verification reads under a shared lock. A worker paused mid-write is waited for, never
-raced, and one paused before its lock finds its lease gone and writes nothing. So a
-repeat after a takeover is harmless (``deduplicates``), and "absent" is final.
+Fencing reaches the file, and a stopped worker holds a folder up no longer than its
+lease. A folder's lock is the folder ``.incoming-lock`` in it, holding one entry named
+after its holder: the operation and fencing epoch of its attempt, and a random token. A
+writer first stages: it makes ``.incoming-<holder>/<holder>/`` with the new content
+written and synced in it, and ``flock``s the staging folder for as long as its process
+lives. It takes the lock by renaming the staging folder to ``.incoming-lock``, which
+succeeds only where there is none or an empty one, so the lock names its holder from
+the instant it is held. Holding it, the writer re-hashes the file, confirms its lease,
+and moves the content from its entry onto the file (a removal moves the file into the
+entry): all a holder changes in the folder passes through its entry, so once the entry
+is gone nothing of it can land.
+
+A writer that finds the lock held waits (a lease's length at most, then ``FolderBusy``:
+tried later) while the holder may still land something: while its process lives and its
+attempt's lease holds, in the database's clock (a holder naming no attempt: while its
+process lives; the housekeeping sweep, whose removals pass through its entry too: not
+at all). Then it removes the holder's entry, staged content and all, and takes the
+lock. A holder stopped after its confirm has either landed its write before that, where
+the next holder's re-hash and verification see it, or finds its entry gone and writes
+nothing (``LeaseLost``: a takeover decides); one stopped before its confirm finds its
+lease gone. An entry is removed by its holder's unique name, never as "whatever holds
+the lock": two waiters breaking one holder, or one breaking a holder that has just
+left, cannot remove the next holder's — as rotating a shared lock file could; and a
+lock file whose holder writes its name after locking it could be found held by nobody
+known. Verification reads under the same lock, so a repeat after a takeover is harmless
+(``deduplicates``) and "absent" is final. A staging folder whose writer's process is
+gone is removed by the next writer or the sweep, holding its ``flock`` shared: a writer
+that finds its own so taken, between making and locking it, stages anew.
 """
 
+import errno
 import fcntl
 import logging
 import os
+import re
+import secrets
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path, PurePosixPath
+from typing import NoReturn
 
 from django.conf import settings
 from django.db.models import Max
@@ -42,8 +70,10 @@ from runs.actions.base import (
 )
 from runs.actions.previews import FileChange, file_change
 from runs.canonical import sha256_hex
+from runs.clock import db_now
+from runs.engine.claims import LEASED
 from runs.models import Artifact, Checkpoint, Operation, Project
-from runs.services.artifacts import INCOMING, read_artifact, store_artifact, write_durably
+from runs.services.artifacts import INCOMING, read_artifact, store_artifact
 
 log = logging.getLogger(__name__)
 MAX_CONTENT = 1_000_000
@@ -63,8 +93,10 @@ class FileWriteArguments(Arguments):
             raise ValueError("must be a relative path inside the workspace, without '..'")
         if any(len(part.encode()) > NAME_MAX for part in pure.parts):
             raise ValueError(f"each folder or file name must be at most {NAME_MAX} bytes")
-        if pure.name.startswith(INCOMING):
-            raise ValueError(f"names starting with {INCOMING!r} are Oversight's temporary files")
+        if any(part.startswith(INCOMING) for part in pure.parts):
+            raise ValueError(
+                f"names starting with {INCOMING!r} are Oversight's temporary files and locks"
+            )
         return path
 
 
@@ -106,55 +138,293 @@ def current_hash(target: Path) -> str | None:
     return sha256_hex(target.read_bytes()) if target.is_file() else None
 
 
+LOCK = f"{INCOMING}lock"  # A folder's lock (see above): a folder holding its holder's entry.
+CONTENT = "content"  # In a holder's entry: what it puts in place of the file.
+REMOVED = "removed"  # In a holder's entry: the file it removes, on its way out.
+# A holder's name: the operation and fencing epoch of its attempt, then a random token;
+# the housekeeping sweep's starts with SWEEP instead.
+ATTEMPT = re.compile(r"(\d+)-(\d+)-[0-9a-f]+")
+SWEEP = "sweep-"
+POLL_SECONDS = 0.05
+
+
 class FolderBusy(TryLater):
     """Another writer held the folder's lock for too long: try again later."""
 
 
+class FolderLock:
+    """One holder of ``folder``'s lock: its staging folder, then its entry in the lock,
+    through which every change it makes in the folder passes (see above)."""
+
+    def __init__(self, folder: Path, ctx: Context | None, sweep: bool = False) -> None:
+        self.folder = folder
+        self.ctx = ctx
+        self.prefix = SWEEP if sweep else _attempt_prefix(ctx)
+        self.fd: int | None = None  # The staging folder's, holding its flock.
+        self._name_anew()
+
+    def _name_anew(self) -> None:
+        self.name = self.prefix + secrets.token_hex(8)
+        self.staging = self.folder / f"{INCOMING}{self.name}"
+        self.entry = self.folder / LOCK / self.name
+
+    def stage(self, content: bytes | None) -> None:
+        """Make the staging folder, ``flock``ed for as long as this process lives, with
+        ``content`` (if any) written and synced in the entry-to-be."""
+        while not self._staged(content):
+            self._close()
+            self._name_anew()
+
+    def _staged(self, content: bytes | None) -> bool:
+        os.mkdir(self.staging)  # No folder to write in: an error.
+        try:
+            self.fd = os.open(self.staging, os.O_RDONLY | os.O_DIRECTORY)
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.mkdir(self.staging / self.name)
+            if content is not None:
+                _write_synced(self.staging / self.name / CONTENT, content)
+        except (BlockingIOError, FileNotFoundError):
+            return False  # A sweep found it before it was locked, and is removing it.
+        return True
+
+    def acquire(self, wait: bool) -> None:
+        """Rename the staging folder to the lock. While the lock is held, break it if its
+        holder can land nothing more, else wait (at most a lease's length) or give up."""
+        lock = self.folder / LOCK
+        deadline = time.monotonic() + settings.OVERSIGHT_LEASE_SECONDS
+        live_until: dict[str, float] = {}
+        while not _renamed_to(self.staging, lock):
+            if _break_stale(lock, live_until):
+                continue
+            if not wait or time.monotonic() > deadline:
+                raise FolderBusy("the folder stayed locked by another writer")
+            time.sleep(POLL_SECONDS)
+
+    def replace(self, target: Path) -> None:
+        """Put the staged content in place of ``target``, all at once."""
+        try:
+            os.rename(self.entry / CONTENT, target)
+        except FileNotFoundError:  # Only a waiter taking the lock over removes it.
+            self._taken_over()
+
+    def remove(self, target: Path) -> None:
+        """Remove ``target``, if it is there: moved into the entry, then deleted."""
+        try:
+            os.rename(target, self.entry / REMOVED)
+        except FileNotFoundError:
+            if not self.entry.is_dir():
+                self._taken_over()
+            return  # No file to remove.
+        (self.entry / REMOVED).unlink(missing_ok=True)
+
+    def _taken_over(self) -> NoReturn:
+        """A waiter removed the entry: the lease lapsed (``LeaseLost``), or was renewed
+        just as the waiter looked (try later). Either way nothing was changed."""
+        if self.ctx is not None:
+            self.ctx.confirm_lease()
+        raise FolderBusy("another writer took the folder's lock over; nothing was changed")
+
+    def release(self) -> None:
+        """Leave the folder as it was: the entry (gone already if a waiter took the lock
+        over) or the staging folder (if never renamed) removed, then the lock if empty —
+        nobody holds it — and last the flock, so that nobody takes this holder for gone
+        before."""
+        _remove(self.entry)
+        _remove(self.staging)
+        with suppress(OSError):
+            os.rmdir(self.folder / LOCK)
+        self._close()
+
+    def _close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # Releases the flock.
+            self.fd = None
+
+
+def _attempt_prefix(ctx: Context | None) -> str:
+    return "" if ctx is None else f"{ctx.operation.pk}-{ctx.epoch}-"
+
+
 @contextmanager
-def folder_lock(folder: Path, *, shared: bool = False, wait: bool = True) -> Iterator[None]:
-    """Hold ``folder``'s lock (exclusive for writers, shared for readers), waiting at
-    most a lease's length (or not at all). A folder that does not exist holds nothing to wait for: a
-    writer creating it must still take the lock and confirm its lease before writing."""
-    if not folder.is_dir():
-        yield
+def folder_lock(
+    folder: Path,
+    ctx: Context | None = None,
+    *,
+    staged: bytes | None = None,
+    wait: bool = True,
+    sweep: bool = False,
+) -> Iterator[FolderLock | None]:
+    """Hold ``folder``'s lock as ``ctx``'s attempt (None: a holder naming none, waited for
+    while its process lives; ``sweep``: the housekeeping sweep, not waited for at all),
+    with ``staged`` (what a write puts) waiting in its entry; wait at most a lease's
+    length for it (``wait=False``: not at all), then ``FolderBusy``. A folder that does
+    not exist has nothing to read or change: None, unless staging."""
+    if staged is None and not folder.is_dir():
+        yield None
         return
+    lock = FolderLock(folder, ctx, sweep)
+    try:
+        lock.stage(staged)
+        lock.acquire(wait)
+        yield lock
+    finally:
+        lock.release()
+
+
+def _renamed_to(staging: Path, lock: Path) -> bool:
+    """Rename ``staging`` to ``lock`` if there is none or an empty one (False: held)."""
+    try:
+        os.rename(staging, lock)
+    except OSError as error:
+        if error.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            return False
+        raise
+    return True
+
+
+def _break_stale(lock: Path, live_until: dict[str, float]) -> bool:
+    """Whether ``lock`` may be free now: it holds no entry, or only entries of holders
+    that can land nothing more, which this removes. ``live_until``: when to ask again
+    about each holder whose lease held."""
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:
+        return True
+    try:  # The entries, and whether the process that renamed this folder here lives.
+        holders = os.listdir(fd)
+        gone = _unlocked(fd)
+    finally:
+        os.close(fd)
+    reasons = [_why_stale(holder, gone, live_until) for holder in holders]
+    if None in reasons:
+        return False
+    for holder, why in zip(holders, reasons, strict=True):
+        log.warning("file.write: broke the lock of %s held by %s: %s", lock.parent, holder, why)
+        _remove(lock / holder)
+    return True
+
+
+def _unlocked(fd: int) -> bool:
+    """Whether no process holds ``fd``'s flock (its holder is gone); if so, takes it
+    shared until ``fd`` is closed."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _why_stale(holder: str, gone: bool, live_until: dict[str, float]) -> str | None:
+    """Why ``holder`` can land nothing more, or None while it may: a holder naming no
+    attempt, while its process lives; an attempt, while its lease holds too (asked again
+    once the time it had left has passed). The sweep lands nothing outside its entry."""
+    if gone:
+        return "its process is gone"
+    if holder.startswith(SWEEP):
+        return "it is the housekeeping sweep"
+    attempt = ATTEMPT.fullmatch(holder)
+    if attempt is None:
+        return None
+    if time.monotonic() >= live_until.get(holder, 0.0):
+        left = _lease_left(int(attempt[1]), int(attempt[2]))
+        live_until[holder] = time.monotonic() + left
+    return None if time.monotonic() < live_until[holder] else "its lease lapsed"
+
+
+def _lease_left(operation_id: int, epoch: int) -> float:
+    """Seconds left of the lease the operation's ``epoch`` holds, in the database's clock;
+    none (0 or less) once it lapsed, was taken over or ended — for good, as a lease is
+    renewed only while it holds (``Lease.renew``)."""
+    expires = (
+        Operation.objects.filter(pk=operation_id, fencing_epoch=epoch, status__in=LEASED)
+        .values_list("lease_expires_at", flat=True)
+        .first()
+    )
+    return (expires - db_now()).total_seconds() if expires else 0.0
+
+
+def _remove(path: Path) -> None:
+    """Remove ``path``, a file or a folder of them (an entry, a staging folder), again
+    while its holder, waking, moves something into it; what is gone is no error."""
+    while True:
+        try:
+            for child in path.iterdir():
+                _remove(child)
+            path.rmdir()
+            return
+        except NotADirectoryError:
+            path.unlink(missing_ok=True)
+            return
+        except FileNotFoundError:
+            return
+        except OSError as error:
+            if error.errno != errno.ENOTEMPTY:
+                raise
+
+
+def _write_synced(path: Path, content: bytes) -> None:
+    with open(path, "xb") as file:
+        file.write(content)
+        file.flush()
+        os.fsync(file.fileno())
+
+
+def _sync_folder(folder: Path) -> None:
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        deadline = time.monotonic() + settings.OVERSIGHT_LEASE_SECONDS
-        mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
-        while True:
-            try:
-                fcntl.flock(fd, mode)
-                break
-            except BlockingIOError:
-                if not wait or time.monotonic() > deadline:
-                    raise FolderBusy("the folder stayed locked by another writer") from None
-                time.sleep(0.05)
-        yield
+        os.fsync(fd)
     finally:
-        os.close(fd)  # Releases the lock.
+        os.close(fd)
 
 
 def clear_leftovers() -> int:
     """Remove what killed writers left in the workspaces (``.incoming-*``), folder by
-    folder under the folder's lock (skipping a folder someone is writing in now): a
-    live writer holds the lock while its temporary file exists. Returns how many."""
+    folder under the folder's lock, whose taking breaks a lock no holder can land
+    anything under any more (skipping a folder someone is writing in now, and giving
+    way to one who comes). Returns how many."""
     removed = 0
     leftovers = workspace_root().rglob(f"{INCOMING}*")
     for folder in sorted({leftover.parent for leftover in leftovers}):
         try:
-            with folder_lock(folder, wait=False):
-                removed += _remove_incoming(folder)
+            with folder_lock(folder, wait=False, sweep=True) as lock:
+                removed += _remove_leftovers(lock)
         except FolderBusy:
             continue
     return removed
 
 
-def _remove_incoming(folder: Path) -> int:
-    leftovers = list(folder.glob(f"{INCOMING}*"))
-    for leftover in leftovers:
-        leftover.unlink(missing_ok=True)
-    return len(leftovers)
+def _remove_leftovers(lock: FolderLock) -> int:
+    """Holding ``lock``: remove the staging folders of writers whose processes are gone,
+    and temporary files (``write_durably``'s), whose writers hold the lock while theirs
+    exist — through the entry, so that none is removed once the lock was taken over.
+    Returns how many."""
+    removed = 0
+    for leftover in lock.folder.glob(f"{INCOMING}*"):
+        if leftover.name == LOCK:
+            continue
+        if leftover.is_dir():
+            removed += _remove_if_abandoned(leftover)
+        else:
+            lock.remove(leftover)
+            removed += 1
+    return removed
+
+
+def _remove_if_abandoned(staging: Path) -> int:
+    """Remove a staging folder whose writer's process is gone (1), never a live one's
+    (0): under its flock taken shared, so that a writer between making it and locking
+    it gives it up."""
+    try:
+        fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:
+        return 0
+    try:
+        if not _unlocked(fd):
+            return 0
+        _remove(staging)
+        return 1
+    finally:
+        os.close(fd)
 
 
 def write_locked(
@@ -162,22 +432,25 @@ def write_locked(
 ) -> None:
     """Replace ``target`` (``path`` in the workspace) with ``content`` only if it still
     hashes to ``before``, under the folder's lock and the worker's confirmed lease.
-    Temporary files left by killed writers of this folder are removed on the way: no
-    live writer can own one while we hold the lock."""
+    Leftovers of killed writers in this folder are removed on the way."""
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:  # Nothing of the file was written.
         raise not_written(path, error, "its folder could not be made") from None
-    with folder_lock(target.parent):
-        _remove_incoming(target.parent)
-        found = current_hash(target)
-        if found != before:
-            raise NotApplied(f"{path} changed since it was approved")
-        ctx.confirm_lease()
-        try:
-            write_durably(target, content)
-        except OSError as error:  # Nothing was replaced: the rename is all or nothing.
-            raise not_written(path, error) from None
+    replaced = False
+    try:
+        with folder_lock(target.parent, ctx, staged=content) as lock:
+            _remove_leftovers(lock)
+            if current_hash(target) != before:
+                raise NotApplied(f"{path} changed since it was approved")
+            ctx.confirm_lease()
+            lock.replace(target)
+            replaced = True
+            _sync_folder(target.parent)
+    except OSError as error:
+        if replaced:
+            raise
+        raise not_written(path, error) from None  # The rename is all or nothing.
 
 
 def not_written(path: str, error: OSError, step: str = "") -> NotApplied:
@@ -215,6 +488,19 @@ def _built_upon(path: str, ours: str, ctx: Context) -> bool:
             checkpoints__pk__gt=ours_intent or 0,
         )
         .exists()
+    )
+
+
+def _not_ours(path: str, found: str | None, ctx: Context) -> str:
+    """Why undo leaves ``path`` as it is: what is there (``found``) is not this
+    operation's write, so it is someone's work."""
+    if found is None:
+        return f"{path} no longer exists: this operation's write is not there to undo"
+    if _approved_writes(path, ctx).filter(intent__writes=found).exists():
+        return f"{path} holds another approved operation's write"
+    return (
+        f"{path} holds content this operation did not write (sha256 {found}): "
+        "restoring the previous version would discard it"
     )
 
 
@@ -285,7 +571,7 @@ class FileWrite(Action):
 
     def verify(self, args: FileWriteArguments, key: str, ctx: Context) -> Effect:
         target = resolve(args.path, ctx.project)
-        with on_disk(args.path, "read"), folder_lock(target.parent, shared=True):
+        with on_disk(args.path, "read"), folder_lock(target.parent, ctx):
             found = current_hash(target)
         ours = sha256_hex(args.content.encode())
         if found == ours:
@@ -296,20 +582,27 @@ class FileWrite(Action):
 
     def undo(self, args: FileWriteArguments, key: str, ctx: Context) -> None:
         """Put the file back as the reviewer approved against: its previous version (an
-        absolute state, so repeating it is harmless), or no file — unless the version
-        there now is another approved operation's, which restoring would discard."""
+        absolute state, so repeating it is harmless), or no file — only while what is
+        there is this operation's own write. Verification fails mostly because something
+        else is there: a colleague's edit, another approved operation's write, a removal.
+        Restoring over it would discard their work and call it a rollback; instead
+        nothing is touched and a person reconciles (``NothingToRollBack``: an alert)."""
         target = resolve(args.path, ctx.project)
         previous = ctx.intent.get("previous")
-        with on_disk(args.path, "restored"), folder_lock(target.parent):
-            found = current_hash(target)
-            if found == previous:
-                return
-            if _approved_writes(args.path, ctx).filter(intent__writes=found).exists():
-                raise NothingToRollBack(f"{args.path} holds another approved operation's write")
-            ctx.confirm_lease()
-            if previous is None:
-                target.unlink(missing_ok=True)
-            else:
-                write_durably(target, read_artifact(Artifact.objects.get(sha256=previous)))
-            if current_hash(target) != previous:
-                raise ExecutionFailed(f"{args.path} could not be restored to {previous}")
+        with on_disk(args.path, "restored"):
+            restored = previous and read_artifact(Artifact.objects.get(sha256=previous))
+            # Through the lock, as a write: a worker stopped mid-restore holds the folder
+            # up for its lease at most, and restores nothing once it has lost it.
+            with folder_lock(target.parent, ctx, staged=restored) as lock:
+                found = current_hash(target)
+                if found == previous:  # Also where the folder is gone (no lock): no file.
+                    return
+                if found != sha256_hex(args.content.encode()):
+                    raise NothingToRollBack(_not_ours(args.path, found, ctx))
+                ctx.confirm_lease()
+                if previous is None:
+                    lock.remove(target)
+                else:
+                    lock.replace(target)
+                if current_hash(target) != previous:
+                    raise ExecutionFailed(f"{args.path} could not be restored to {previous}")
