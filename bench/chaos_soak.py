@@ -137,7 +137,10 @@ class Soak:
                 self.workers[index] = self.start_worker(index)
                 self.inside += 1
         for worker, when in list(self.stalled):
-            if worker.poll() is None and time.monotonic() >= when:
+            if worker.poll() is not None:  # Ended while stopped (SQLite: by a worker).
+                self.stalled.remove((worker, when))
+                self.ended += 1
+            elif time.monotonic() >= when:
                 worker.send_signal(signal.SIGCONT)  # It goes on as one worker more.
                 self.stalled.remove((worker, when))
                 self.woken.append(worker)
