@@ -71,8 +71,8 @@ from runs.actions.base import (
 from runs.actions.previews import FileChange, file_change
 from runs.canonical import sha256_hex
 from runs.clock import db_now
-from runs.engine.claims import LEASED
 from runs.models import Artifact, Checkpoint, Operation, Project
+from runs.models.operations import LEASED
 from runs.services.artifacts import INCOMING, read_artifact, store_artifact
 
 log = logging.getLogger(__name__)

@@ -30,14 +30,12 @@ from runs.actors import Actor
 from runs.clock import db_now
 from runs.errors import StaleVersion
 from runs.models import Operation, Run
+from runs.models.operations import LEASED
 from runs.transitions import transition_operation, try_lock_run
 
 CANDIDATES = 20
 # The checkpoint event of a claim that takes over an expired lease (/metrics counts them).
 TAKEN_OVER = "operation.lease_taken_over"
-# In flight or rolling back: held under a lease, and claimed again where it stands once
-# the lease expired.
-LEASED = (Operation.Status.IN_FLIGHT, Operation.Status.VERIFY_FAILED)
 
 
 def claimable(now: datetime):

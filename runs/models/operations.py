@@ -25,6 +25,11 @@ class OperationStatus(models.TextChoices):
     ALERTED = "alerted"
 
 
+# In flight or rolling back: held under a lease (an expiry and a fencing epoch), and
+# claimed again where it stands once the lease expired.
+LEASED = (OperationStatus.IN_FLIGHT, OperationStatus.VERIFY_FAILED)
+
+
 class RollbackKind(models.TextChoices):
     IN_BAND = "in_band", "in-band undo"
     COMPENSATING = "compensating", "compensating operation"
