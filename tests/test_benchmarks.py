@@ -218,10 +218,13 @@ def test_audit_queries(tmp_path):
 
 def test_chaos_soak(tmp_path):
     out, document = run_bench(
-        "chaos_soak.py", "--seconds", "15", "--workers", "3", "--lease", "1", tmp_path=tmp_path
+        *("chaos_soak.py", "--seconds", "15", "--workers", "3", "--lease", "1"),
+        *("--stop-inside", "0.2"),
+        tmp_path=tmp_path,
     )
-    for clean in ("duplicates: 0", "lost effects: 0", "invented effects: 0", "leftovers: 0"):
-        assert clean in out
+    clean = ("duplicates: 0", "lost effects: 0", "invented effects: 0", "leftovers: 0")
+    for line in (*clean, "held up: 0"):
+        assert line in out
     assert "check_invariants: pass" in out and "verify_audit_chain: pass" in out
     kills, stops = out.split("kills: ")[1].split("\n")[0].split(", stops past the lease: ")
     assert int(kills) > 0 and int(stops) > 0
@@ -231,10 +234,13 @@ def test_chaos_soak(tmp_path):
         "lease": 1,
         "strike_every": 1.0,
         "seed": 2026,
+        "stop_inside": 0.2,
+        "stall_bound": 3,
     }
     figures = by_name(document)
-    for label in ("duplicates", "lost effects", "invented effects", "leftovers"):
+    for label in ("duplicates", "lost effects", "invented effects", "leftovers", "held up"):
         assert figures[label] == {"value": 0, "unit": "items"}
+    assert figures["stops inside a lock"]["value"] > 0
     assert figures["check_invariants passed"] == {"value": True, "unit": None}
     assert figures["verify_audit_chain passed"] == {"value": True, "unit": None}
     assert figures["kills"] == {"value": int(kills), "unit": "kills"}
