@@ -11,7 +11,7 @@ import pytest
 from django.db import connection, connections, transaction
 
 from runs.engine.boundaries import CLAIMED, INTENT
-from runs.engine.claims import CANDIDATES, claim_next
+from runs.engine.claims import CANDIDATES, _count_attempt, _uncount_attempt, claim_next
 from runs.models import LedgerEntry, Operation, Run
 from runs.services.runs import start_run
 from tests.conftest import AGENT
@@ -140,3 +140,17 @@ def test_a_call_whose_attempts_kill_their_worker_after_the_intent_goes_to_its_ro
         to_status="verify_failed", reason__startswith="gave up after 3 attempts"
     ).exists()
     assert target.applied[op.idempotency_key] == 0
+
+
+def test_a_count_taken_back_leaves_the_count_of_another_workers_claim(approved):
+    """Worker A counts an attempt on a transfer, worker C (reading after A) counts its
+    own, A's claim does not happen and A takes its count back: C's stays, whatever the
+    order. Taking back 'the value A wrote' once left C's claim counted twice, and under
+    eight busy workers operations gave up after attempts never made."""
+    op = approved("ledger")
+    assert _count_attempt(op.pk, seen=0)  # A
+    assert not _count_attempt(op.pk, seen=0)  # B read before A counted: leaves it.
+    assert _count_attempt(op.pk, seen=1)  # C
+    _uncount_attempt(op.pk)  # A
+    op.refresh_from_db()
+    assert op.attempts == 1

@@ -24,8 +24,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 
+from runs.actions.registry import get_action
 from runs.actors import Actor
 from runs.clock import db_now
 from runs.errors import StaleVersion
@@ -81,7 +82,7 @@ def take_lease(
             "lease_owner": owner,
             "lease_expires_at": until,
             "fencing_epoch": epoch,
-            "attempts": attempt,
+            **({} if counted else {"attempts": attempt}),
         },
         detail={
             "lease": {
@@ -114,13 +115,16 @@ def claim_next(
             claimable(now)
             .filter(pk__gt=after)
             .exclude(run_id__in=busy)
-            .values_list("pk", "run_id", "status", "attempts")[:CANDIDATES]
+            .values_list("pk", "run_id", "action", "status", "attempts")[:CANDIDATES]
         )
-        for op_id, run_id, status, attempts in candidates:
+        for op_id, run_id, action, status, attempts in candidates:
             if run_id in busy:
                 continue
+            # Only an effect inside the database may be carried out in the claim's own
+            # transaction, so only its attempt is counted before it.
+            counted = then is not None and status == Operation.Status.APPROVED and _at_once(action)
             try:
-                operation = _claim(op_id, run_id, worker, lease, now, then, status, attempts)
+                operation = _claim(op_id, run_id, worker, lease, now, then, counted, attempts)
             except _RunBusy:
                 busy.add(run_id)
                 continue
@@ -135,8 +139,12 @@ class _RunBusy(Exception):
     """Another transaction holds the operation's run."""
 
 
-def _claim(op_id, run_id, worker, lease, now, then, status, attempts) -> Operation | None:
-    counted = then is not None and status == Operation.Status.APPROVED
+def _at_once(action: str) -> bool:
+    registered = get_action(action)
+    return registered is not None and registered.in_database
+
+
+def _claim(op_id, run_id, worker, lease, now, then, counted, attempts) -> Operation | None:
     if counted and not _count_attempt(op_id, attempts):
         return None  # Another worker is claiming it.
     claimed = None
@@ -144,7 +152,7 @@ def _claim(op_id, run_id, worker, lease, now, then, status, attempts) -> Operati
         claimed = _claim_locked(op_id, run_id, worker, lease, now, then, counted)
     finally:
         if counted and claimed is None:  # No attempt was made after all.
-            _uncount_attempt(op_id, attempts + 1)
+            _uncount_attempt(op_id)
     return claimed
 
 
@@ -181,25 +189,27 @@ def _count_attempt(op_id: int, seen: int) -> bool:
     """Count the attempt about to be made on approved operation ``op_id`` (whose count
     was ``seen``) in a transaction of its own, committed before the claim's that may
     carry the effect out: if the worker dies in there, the count stays. A second worker
-    counting the same attempt finds the count moved and leaves it."""
-    return _update_if_free(op_id, seen, seen + 1)
+    counting from the same reading finds the count moved and leaves the operation."""
+    free = _free(op_id).filter(status=Operation.Status.APPROVED, attempts=seen)
+    return _update(free, attempts=seen + 1)
 
 
-def _uncount_attempt(op_id: int, counted: int) -> None:
-    """Take back a count for a claim that did not happen (its run was busy, another
-    worker took the operation, or the claim's transaction was rolled back whole)."""
-    _update_if_free(op_id, counted, counted - 1)
+def _uncount_attempt(op_id: int) -> None:
+    """Take back this worker's count for a claim that did not happen (its run was busy,
+    another worker took the operation, or the claim rolled back whole): one less,
+    whatever others counted meanwhile, and whatever became of the operation."""
+    _update(_free(op_id).filter(attempts__gt=0), attempts=F("attempts") - 1)
+
+
+def _free(op_id: int):
+    """The operation's row, unless another transaction holds it (a claim carrying the
+    effect out, stopped maybe): passed by instead of waited for (``SKIP LOCKED``)."""
+    skip_locked = connection.features.has_select_for_update_skip_locked
+    return Operation.objects.select_for_update(skip_locked=skip_locked).filter(pk=op_id)
 
 
 @transaction.atomic
-def _update_if_free(op_id: int, attempts: int, to: int) -> bool:
-    """Set the approved operation's count from ``attempts`` to ``to``, unless another
-    transaction holds its row (a claim carrying the effect out, stopped maybe): that
-    one is passed by instead of waited for (PostgreSQL's ``SKIP LOCKED``)."""
-    skip_locked = connection.features.has_select_for_update_skip_locked
-    free = Operation.objects.select_for_update(skip_locked=skip_locked).filter(
-        pk=op_id, status=Operation.Status.APPROVED, attempts=attempts
-    )
-    return bool(free.values_list("pk", flat=True)) and bool(
-        Operation.objects.filter(pk=op_id).update(attempts=to)
-    )
+def _update(row, **values) -> bool:
+    """Lock ``row`` (if free) and set ``values`` on it, in a transaction of its own."""
+    locked = list(row.values_list("pk", flat=True))
+    return bool(locked) and bool(Operation.objects.filter(pk__in=locked).update(**values))
