@@ -16,8 +16,8 @@ Every claim counts as an attempt, durably, before anything is fired: an attempt 
 kills or wedges its worker is counted like one that records its failure, so a poison
 operation runs out of attempts instead of being taken over every lease period forever.
 An effect carried out in the claim's own transaction would roll its count back with it
-if the worker died there, so that count is committed first, by its own conditional
-update.
+if the worker died there, so that count is committed first, in a transaction of its
+own (taken back as one less if no claim follows).
 """
 
 from collections.abc import Callable
