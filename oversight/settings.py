@@ -1,4 +1,5 @@
-"""Settings for Oversight, read from the environment (see README, "Configuration")."""
+"""Settings for Oversight, read from the environment; every variable read here is listed
+in docs/operating/settings.md (a test checks it)."""
 
 import os
 from datetime import timedelta
@@ -89,6 +90,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "runs.context_processors.navigation",
+                "runs.context_processors.version",
             ],
         },
     },

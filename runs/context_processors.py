@@ -1,6 +1,7 @@
 from django.db.models import Q
 from django.utils.functional import SimpleLazyObject
 
+from oversight.version import VERSION
 from runs.models import Alert, HumanRequest, Operation
 from runs.permissions import projects_with_perm
 
@@ -35,3 +36,8 @@ def navigation(request) -> dict:
             ).count
         ),
     }
+
+
+def version(request) -> dict:
+    """The server's version, for every page's footer (the sign-in page's too)."""
+    return {"oversight_version": VERSION}

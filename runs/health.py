@@ -8,6 +8,7 @@ from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
 from django.db.models import Exists, Max, OuterRef
 
+from oversight.version import VERSION
 from runs.clock import db_now
 from runs.models import Alert, AlertDelivery, WorkerHeartbeat
 
@@ -16,12 +17,12 @@ DEGRADING = {"open_alerts"}
 
 
 def health(*, scope: str = "all") -> dict:
-    """``{"ok": …, "status": …, "checks": {name: {"ok": …, …}}}``; ``ok`` only if every
-    check is. ``status`` is ``ok``, ``degraded`` when only ``DEGRADING`` checks fail (it
-    works, but an alert reached no one), or ``unhealthy``. ``scope="web"`` checks only
-    what a web process needs itself (the database and its migrations), for a load
-    balancer: a worker down or a mail backlog must not take every web server out of its
-    pool."""
+    """``{"ok": …, "status": …, "version": …, "checks": {name: {"ok": …, …}}}``; ``ok``
+    only if every check is. ``status`` is ``ok``, ``degraded`` when only ``DEGRADING``
+    checks fail (it works, but an alert reached no one), or ``unhealthy``.
+    ``scope="web"`` checks only what a web process needs itself (the database and its
+    migrations), for a load balancer: a worker down or a mail backlog must not take
+    every web server out of its pool."""
     try:
         checks = {"database": {"ok": True}, "migrations": _migrations()}
         if scope == "all" and checks["migrations"]["ok"]:
@@ -30,7 +31,7 @@ def health(*, scope: str = "all") -> dict:
         checks = {"database": {"ok": False}}
     failing = {name for name, check in checks.items() if not check["ok"]}
     status = "ok" if not failing else "degraded" if failing <= DEGRADING else "unhealthy"
-    return {"ok": not failing, "status": status, "checks": checks}
+    return {"ok": not failing, "status": status, "version": VERSION, "checks": checks}
 
 
 def _migrations() -> dict:

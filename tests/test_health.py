@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
+from oversight.version import VERSION
 from runs.clock import db_now
 from runs.engine.deliveries import deliver_due
 from runs.engine.worker import Worker
@@ -53,6 +54,7 @@ def test_the_load_balancer_s_scope_needs_no_worker_and_no_probe_logs_an_error(cl
     assert web.json() == {
         "ok": True,
         "status": "ok",
+        "version": VERSION,
         "checks": {"database": {"ok": True}, "migrations": {"ok": True, "unapplied": 0}},
     }
     assert client.head("/healthz?scope=web").status_code == 200
@@ -91,6 +93,7 @@ def test_the_database_out_of_reach_is_unhealthy(client):
     assert response.json() == {
         "ok": False,
         "status": "unhealthy",
+        "version": VERSION,
         "checks": {"database": {"ok": False}},
     }
 
