@@ -2,7 +2,7 @@
 
 Behind a TLS-terminating proxy the scheme and the client's address arrive in headers
 that any client could also send; Django and the sign-in throttle read them only when the
-deployment names the header its own proxy sets (README, "Security").
+deployment names the header its own proxy sets (docs/operating/security.md).
 """
 
 import ipaddress

@@ -1,6 +1,6 @@
 """Online backup and restore of the embedded SQLite database, through SQLite's own
 backup API (seed 000: copying the file while WAL is in use can miss committed pages).
-PostgreSQL is backed up with its own tools (pg_dump / pg_restore; see the README)."""
+PostgreSQL is backed up with its own tools (pg_dump / pg_restore; see docs/operating/backups.md)."""
 
 import re
 import sqlite3
@@ -17,7 +17,7 @@ def _require_sqlite() -> Path:
     if connection.vendor != "sqlite":
         raise InvalidInput(
             "backup and restore use SQLite's backup API; for PostgreSQL use pg_dump and "
-            "pg_restore (see the README)"
+            "pg_restore (see docs/operating/backups.md)"
         )
     return Path(connection.settings_dict["NAME"])
 
@@ -51,7 +51,7 @@ def backup(path: Path) -> None:
 
 def _same_migrations(path: Path) -> None:
     """Refuse a backup made by another version: its schema is not the one this code reads
-    (a rollback restores with the version that made the backup; README, Upgrading)."""
+    (a rollback restores with the version that made the backup; docs/operating/upgrading.md)."""
     known = set(MigrationLoader(None, ignore_no_migrations=True).graph.nodes)
     with closing(sqlite3.connect(path)) as backup:
         try:

@@ -29,8 +29,8 @@ content of a file) before the effect fires; the worker stores it, and any artifa
 names, in the operation's intent checkpoint so that a worker resuming after a crash
 has it.
 
-Two declarations tell the worker what the target guarantees (see README, "What exactly
-once rests on"):
+Two declarations tell the worker what the target guarantees (see "What exactly once
+rests on" in docs/concepts/leases.md):
 
 - ``in_database``: the effect is rows in Oversight's own database. The worker runs
   ``execute``, ``verify`` and the record of the outcome in one transaction, conditional

@@ -30,8 +30,9 @@ class TokenAuth(HttpBearer):
         now = timezone.now()
         if not agent_token.last_used_at or now - agent_token.last_used_at > LAST_USE_GRANULARITY:
             # After the request's transaction (an Idempotency-Key's), never inside it: the
-            # token's row is also its feed counter, which checkpoint writers lock after
-            # their run; locking it first, then a run, would deadlock with them.
+            # token's row is also its feed counter, which checkpoint writers (SQLite) lock
+            # after their run and feed readers (PostgreSQL) lock to number entries; holding
+            # it for the request, then locking a run, would wait on them or deadlock.
             used = AgentToken.objects.filter(pk=agent_token.pk)
             transaction.on_commit(lambda: used.update(last_used_at=now))
         request.agent_token = agent_token
