@@ -1,9 +1,10 @@
-"""The README's commands work in any shell, as written: with no OVERSIGHT_SECRET_KEY
+"""The documented commands work in any shell, as written: with no OVERSIGHT_SECRET_KEY
 (or any other setting) exported, a local installation makes its secret once, keeps it
 in its var directory readable by its owner only, and every command after agrees with it;
-a bad setting stops a command with one line naming it, never a traceback. Each command
-of the README's Commands chapter (and the token command of its Agents chapter) runs in
-a subprocess against a fresh installation in a temporary var directory."""
+a bad setting stops a command with one line naming it, never a traceback. Each
+``manage.py`` command line of the README and the docs' pages (the Commands page, the
+agents' token command…) runs in a subprocess against a fresh installation in a
+temporary var directory."""
 
 import re
 import stat
@@ -11,15 +12,19 @@ import stat
 import pytest
 
 from runs.management.commands.demo import served_at
-from tests.processes import FRESH_INSTALLATION, ROOT, clean_env, manage_in
+from tests.documentation import everything
+from tests.processes import FRESH_INSTALLATION, clean_env, manage_in
 
-README = (ROOT / "README.md").read_text()
-COMMANDS = re.findall(r"^\.venv/bin/python manage\.py (.+?)(?:\s+#.*)?$", README, re.MULTILINE)
+COMMANDS = list(  # In the order they are documented, each once.
+    dict.fromkeys(
+        re.findall(r"^\.venv/bin/python manage\.py (.+?)(?:\s+#.*)?$", everything(), re.MULTILINE)
+    )
+)
 pytestmark = [pytest.mark.timeout(300), FRESH_INSTALLATION]
 
 
 def as_run(line: str, var_dir) -> str:
-    """A README command line made runnable: optional arguments dropped, example paths
+    """A documented command line made runnable: optional arguments dropped, example paths
     in the temporary installation."""
     line = re.sub(r"\s*\[[^]]*\]", "", line)
     line = line.replace("var/backups/", f"{var_dir}/backups/")
@@ -59,7 +64,7 @@ def test_the_secret_is_made_once_readable_by_its_owner_only(installation):
     assert key.read_text() == made
 
 
-def test_every_readme_command_runs_with_nothing_exported(installation):
+def test_every_documented_command_runs_with_nothing_exported(installation):
     assert len(COMMANDS) >= 12, COMMANDS
     env = clean_env(installation)
     (installation / "backups").mkdir(exist_ok=True)

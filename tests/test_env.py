@@ -8,6 +8,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
 from oversight.env import database_from_url, env_bool, env_int, sqlite_database
+from tests.documentation import page
 from tests.helpers import project_settings
 
 VAR = "OVERSIGHT_TEST_SETTING"
@@ -107,16 +108,20 @@ def test_attempts_and_grace_are_at_least_one(monkeypatch, name):
         project_settings(monkeypatch, **{name: "0"})
 
 
-def test_every_variable_the_settings_read_is_documented_in_the_readme():
-    """README's Configuration table is the deployer's list: a variable missing there
-    is a setting nobody knows to set."""
+def test_the_settings_page_lists_every_variable_the_settings_read_and_no_other():
+    """The docs' Settings page is the deployer's list: a variable the settings read and
+    missing there is a setting nobody knows to set; a row no code reads any more misleads."""
     root = Path(__file__).resolve().parents[1]
-    read = set(
-        re.findall(
-            r'"(OVERSIGHT_[A-Z_]+|DATABASE_URL)"', (root / "oversight/settings.py").read_text()
-        )
+    name = re.compile(r'"(OVERSIGHT_[A-Z_]+|DATABASE_URL)"')
+    settings = set(name.findall((root / "oversight/settings.py").read_text()))
+    code = (
+        path.read_text()
+        for folder in ("oversight", "runs")
+        for path in (root / folder).rglob("*.py")
     )
-    readme = (root / "README.md").read_text()
-    table = readme[readme.index("## Configuration") : readme.index("## Security")]
-    assert read, "no variable found: the pattern above no longer matches the settings"
-    assert sorted(v for v in read if f"`{v}`" not in table) == []
+    anywhere = {found for text in code for found in name.findall(text)}
+    rows = [line for line in page("operating/settings").splitlines() if line.startswith("| `")]
+    listed = {name for row in rows for name in re.findall(r"`([A-Z_]+)`", row.split(" | ")[0])}
+    assert settings, "no variable found: the pattern above no longer matches the settings"
+    assert sorted(settings - listed) == []
+    assert sorted(listed - anywhere) == []

@@ -1,5 +1,6 @@
-"""The README's Agents chapter runs as written: its sync, async and LangGraph examples
-(the code blocks marked ``<!-- tested: … -->``) are extracted and run, as their own processes with
+"""The agent examples of the README and the docs run as written: the code blocks marked
+``<!-- tested: … -->`` (the README's ten lines, the client's sync and async examples, one
+per framework) are extracted and run, as their own processes with
 the installed client, against a live server while a reviewer decides and answers."""
 
 import os
@@ -12,14 +13,14 @@ import pytest
 
 from runs.models import AgentToken, Decision, Operation
 from tests.client_helpers import answering, deciding
+from tests.documentation import everything
 from tests.fake_anthropic import FakeAnthropic, ScriptedModel, cli_env
-from tests.processes import ROOT
 
 EXAMPLE = re.compile(r"<!-- tested: (\w+) [^>]*-->\n```python\n(.*?)```", re.DOTALL)
 
 
 def examples() -> dict[str, str]:
-    return dict(EXAMPLE.findall((ROOT / "README.md").read_text()))
+    return dict(EXAMPLE.findall(everything()))
 
 
 @pytest.fixture
@@ -44,6 +45,7 @@ def run_example(live_server, project, owner, tmp_path):
 
 def test_the_chapter_marks_its_examples():
     assert set(examples()) == {
+        "quickstart",
         "sync",
         "async",
         "langgraph",
@@ -56,6 +58,20 @@ def test_the_chapter_marks_its_examples():
 def test_the_langgraph_example_is_under_30_lines_of_code():
     lines = [line for line in examples()["langgraph"].splitlines() if line.strip()]
     assert len(lines) < 30
+
+
+def test_the_readmes_ten_lines(run_example, reviewer):
+    lines = [line for line in examples()["quickstart"].splitlines() if line.strip()]
+    assert len(lines) <= 15  # ten of them the agent's own, beside imports and the stand-in
+    with deciding(reviewer, "pay-1"):
+        shown = run_example("quickstart")
+    assert shown == "{'paid': 'INV-7'}\n"
+    op = Operation.objects.get(call_id="pay-1")
+    assert (op.status, op.summary, op.run.status) == (
+        "committed",
+        "Pay a supplier invoice.",
+        "completed",
+    )
 
 
 def test_the_sync_example(run_example, reviewer, tmp_path):
