@@ -15,8 +15,6 @@ subclasses of ``OversightError``; so do operations and requests that end without
 was asked for.
 """
 
-__version__ = "0.2.0"
-
 from oversight_client.aio import AsyncOversight
 from oversight_client.core import Resume
 from oversight_client.errors import (
@@ -41,6 +39,7 @@ from oversight_client.errors import (
 from oversight_client.follower import Follower
 from oversight_client.sync import Oversight
 from oversight_client.tools import Observed
+from oversight_client.version import __version__ as __version__
 
 __all__ = [
     "AsyncOversight",

@@ -8,7 +8,8 @@ from typing import Any
 
 from oversight_client.base import Client, returning
 from oversight_client.steps import Steps, run_async
-from oversight_client.tools import ToolSpec, supervised
+from oversight_client.tool_options import ToolOptions
+from oversight_client.tools import supervised
 from oversight_client.transport import StreamTransport
 
 
@@ -29,10 +30,12 @@ class AsyncOversight(Client):
     async def _drive[T](self, steps: Steps[T]) -> T:
         return await run_async(steps, self._transport)
 
-    def _supervise(self, fn: Callable[..., Any], spec: ToolSpec) -> Callable[..., Any]:
+    def _supervise(self, fn: Callable[..., Any], options: ToolOptions) -> Callable[..., Any]:
         @functools.wraps(fn)
         async def supervised_tool(run_id: int, call_id: str, /, **arguments: Any) -> Any:
-            return await self._drive(supervised(self._core, spec, fn, run_id, call_id, arguments))
+            return await self._drive(
+                supervised(self._core, options, fn, run_id, call_id, arguments)
+            )
 
         return supervised_tool
 

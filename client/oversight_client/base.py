@@ -1,5 +1,6 @@
 """What the sync and async clients have in common: their options, the supervised-tool
-decorator, and every method of ``Core`` exposed through the client's own driver."""
+decorator (its options are ``ToolOptions``), and every method of ``Core`` exposed through
+the client's own driver."""
 
 import inspect
 import ssl
@@ -9,7 +10,7 @@ from typing import Any, get_args
 from oversight_client.calls import Endpoint
 from oversight_client.core import Core
 from oversight_client.steps import Steps
-from oversight_client.tools import ToolSpec
+from oversight_client.tool_options import ToolOptions, taking_options
 
 # Core's methods that the clients expose, driven (all of its public ones).
 METHODS = [name for name in vars(Core) if not name.startswith("_")]
@@ -68,24 +69,15 @@ class Client:
         """``method`` of Core as this client's method (sync or async)."""
         raise NotImplementedError
 
-    def _supervise(self, fn: Callable[..., Any], spec: ToolSpec) -> Callable[..., Any]:
+    def _supervise(self, fn: Callable[..., Any], options: ToolOptions) -> Callable[..., Any]:
         """``fn`` as a supervised tool of this client (sync or async)."""
         raise NotImplementedError
 
-    def tool(
-        self,
-        *,
-        action: str,
-        rollback_kind: str,
-        risk: str = "medium",
-        summary: str | None = None,
-        verify: Callable[..., Any] | None = None,
-        undo: Callable[..., Any] | None = None,
-        executor: str = "",
-        lease_seconds: int = 60,
-        deduplicates: bool = False,
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """A decorator that puts a function under oversight.
+    @taking_options
+    def tool(self, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """A decorator that puts a function under oversight; its keywords are those of
+        ``ToolOptions`` (``action``, ``rollback_kind`` and ``risk`` are proposed with
+        each call), which every framework adapter's tool decorator takes too.
 
         The decorated function is called as ``tool(run_id, call_id, **arguments)``: it
         proposes ``action`` with ``arguments`` (``summary``, default the first line of the
@@ -133,19 +125,9 @@ class Client:
         a person once the lease has lapsed for ``OVERSIGHT_AGENT_GRACE_SECONDS``.
         """
 
+        declared = ToolOptions(**options)
+
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-            line = (fn.__doc__ or "").strip().partition("\n")[0]
-            spec = ToolSpec(
-                action=action,
-                rollback_kind=rollback_kind,
-                risk=risk,
-                summary=(line if summary is None else summary)[:300],
-                verify=verify,
-                undo=undo,
-                executor=executor,
-                lease_seconds=lease_seconds,
-                deduplicates=deduplicates,
-            )
-            return self._supervise(fn, spec)
+            return self._supervise(fn, declared.of(fn))
 
         return decorate

@@ -11,10 +11,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from oversight_client import __version__
 from oversight_client.errors import InvalidRequest, InvalidResponse, Unreachable, error_from
 from oversight_client.steps import Send, Sleep, Steps
 from oversight_client.transport import HttpRequest, HttpResponse, TransportError
+from oversight_client.version import __version__
 
 USER_AGENT = f"oversight-client/{__version__} Python/{platform.python_version()}"
 # Too many waits at once (429, with Retry-After), overloaded or its database out of

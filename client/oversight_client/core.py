@@ -13,7 +13,7 @@ from typing import Any
 
 from oversight_client.calls import Endpoint
 from oversight_client.errors import StaleState
-from oversight_client.follower import Follower, follow_feed, poll_page
+from oversight_client.follower import Follower, events_page, follow_feed, poll_page
 from oversight_client.steps import Sleep, Steps
 from oversight_client.waits import OPERATIONS, REQUESTS
 
@@ -283,20 +283,19 @@ class Core:
     def events_page(self, after: int = 0, wait: int = 0, limit: int = 100) -> Steps[dict]:
         """One page of the token's feed: ``{events, cursor}``, events after ``after`` in
         order; with ``wait``, as soon as there is one (or after ``wait`` seconds)."""
-        query = {"after": after, "limit": limit}
-        return self.call("GET", "/events", query=query, wait=wait)
+        return events_page(self.endpoint, after, wait, limit)
 
     def poll(self, follower: Follower, wait: int = 0) -> Steps[int]:
         """Let ``follower`` (a framework's resumer) handle one page of the feed; returns
         how many events resumed something (see ``follower``)."""
-        return poll_page(self, follower, wait)
+        return poll_page(self.endpoint, follower, wait)
 
     def follow(
         self, follower: Follower, stop: Callable[[], bool] = lambda: False, wait: int = 30
     ) -> Steps[None]:
         """Let ``follower`` handle the feed as it comes, until ``stop()``; Oversight out
         of reach pauses it instead of ending it (see ``follower``)."""
-        return follow_feed(self, follower, stop, wait)
+        return follow_feed(self.endpoint, follower, stop, wait)
 
     # --- operations the agent executes -------------------------------------------------
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from oversight_client.base import Client, returning
 from oversight_client.steps import Steps, run
-from oversight_client.tools import ToolSpec, supervised
+from oversight_client.tool_options import ToolOptions
+from oversight_client.tools import supervised
 from oversight_client.transport import UrllibTransport
 
 
@@ -29,14 +30,14 @@ class Oversight(Client):
     def _drive[T](self, steps: Steps[T]) -> T:
         return run(steps, self._transport)
 
-    def _supervise(self, fn: Callable[..., Any], spec: ToolSpec) -> Callable[..., Any]:
-        for part in (fn, spec.verify, spec.undo):
+    def _supervise(self, fn: Callable[..., Any], options: ToolOptions) -> Callable[..., Any]:
+        for part in (fn, options.verify, options.undo):
             if inspect.iscoroutinefunction(part):
                 raise TypeError(f"{part.__qualname__} is async: use AsyncOversight")
 
         @functools.wraps(fn)
         def supervised_tool(run_id: int, call_id: str, /, **arguments: Any) -> Any:
-            return self._drive(supervised(self._core, spec, fn, run_id, call_id, arguments))
+            return self._drive(supervised(self._core, options, fn, run_id, call_id, arguments))
 
         return supervised_tool
 

@@ -16,8 +16,9 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
+from oversight_client.core import Core
 from oversight_client.errors import (
     Conflict,
     Failed,
@@ -27,10 +28,8 @@ from oversight_client.errors import (
     VerificationFailed,
 )
 from oversight_client.steps import Invoke, Keep, Sleep, Steps
+from oversight_client.tool_options import ToolOptions
 from oversight_client.waits import OPERATIONS, once
-
-if TYPE_CHECKING:
-    from oversight_client.core import Core
 
 EFFECTS = ("applied", "absent", "uncertain")
 EARLIER_ATTEMPT = "earlier_attempt"  # the server's refusal to take a step again
@@ -67,33 +66,17 @@ def observed(answer: Any) -> Observed:
     raise TypeError(f"verify must answer a bool, Observed or one of {EFFECTS}, not {answer!r}")
 
 
-@dataclass(frozen=True)
-class ToolSpec:
-    action: str
-    rollback_kind: str
-    risk: str
-    summary: str
-    verify: Callable[..., Any] | None
-    undo: Callable[..., Any] | None
-    executor: str
-    lease_seconds: int
-    deduplicates: bool = False
-
-
 def supervised(
-    core: "Core", spec: ToolSpec, fn: Callable[..., Any], run_id: int, call_id: str, arguments: dict
+    core: Core,
+    options: ToolOptions,
+    fn: Callable[..., Any],
+    run_id: int,
+    call_id: str,
+    arguments: dict,
 ) -> Steps[Any]:
     """One call of a supervised tool; returns the committed operation's output."""
     try:
-        proposed = yield from core.propose(
-            run_id,
-            call_id,
-            spec.action,
-            arguments,
-            rollback_kind=spec.rollback_kind,
-            risk=spec.risk,
-            summary=spec.summary,
-        )
+        proposed = yield from core.propose(run_id, call_id, arguments=arguments, **options.proposal)
     except (Exception, GeneratorExit):
         raise
     except BaseException as interrupted:  # cancelled, or Ctrl-C, on the way
@@ -103,19 +86,21 @@ def supervised(
         operation = yield from core.wait(proposed["id"])
         if operation["status"] == "committed":
             return operation["output"]
-        if spec.verify is None:
-            raise TypeError(f"{spec.action} is executed by the agent: give the tool a verify")
-        claim = yield from claim_when_free(core, operation["id"], spec)
+        if options.verify is None:
+            raise TypeError(f"{options.action} is executed by the agent: give the tool a verify")
+        claim = yield from claim_when_free(core, operation["id"], options)
         if claim is not None:
             break
-    execution = Execution(core, operation, claim, fn, spec.verify, spec.undo, spec.deduplicates)
+    execution = Execution(
+        core, operation, claim, fn, options.verify, options.undo, options.deduplicates
+    )
     return (yield from execution.steps())
 
 
-def withdraw_proposal(core: "Core", run_id: int, call_id: str, cause: BaseException) -> Steps[None]:
+def withdraw_proposal(core: Core, run_id: int, call_id: str, cause: BaseException) -> Steps[None]:
     """Withdraw ``call_id``'s operation if its proposal got through before ``cause``
     interrupted it: best effort, as an interrupted wait does."""
-    quick = type(core)(once(core.endpoint), None)
+    quick = Core(once(core.endpoint), None)
     try:
         found = yield from quick.find_operation(run_id=run_id, call_id=call_id)
     except OversightError:
@@ -124,14 +109,14 @@ def withdraw_proposal(core: "Core", run_id: int, call_id: str, cause: BaseExcept
         yield from OPERATIONS.abandon(core.endpoint, found["id"], cause)
 
 
-def claim_when_free(core: "Core", op_id: int, spec: ToolSpec) -> Steps[dict | None]:
+def claim_when_free(core: Core, op_id: int, options: ToolOptions) -> Steps[dict | None]:
     """Claim the operation. If an earlier executor holds its lease (renewing it while it
     works, or dead after firing the effect), wait for the lease to lapse and take over;
     the takeover's claim carries that executor's intent, so we verify first. None if
     that executor settled it meanwhile: ``wait`` tells how."""
     while True:
         try:
-            return (yield from core.claim(op_id, spec.lease_seconds, spec.executor))
+            return (yield from core.claim(op_id, options.lease_seconds, options.executor))
         except StaleState:
             current = yield from core.operation(op_id)
             if current["status"] not in ("in_flight", "verify_failed"):
@@ -148,7 +133,7 @@ class Execution:
     """Carrying out one claimed agent-executed operation. ``deduplicates``: the target
     makes a late repeat harmless (see the module's docstring)."""
 
-    core: "Core"
+    core: Core
     operation: dict
     claim: dict
     fn: Callable[..., Any]
@@ -285,7 +270,7 @@ class Execution:
         ), f"undone after: {error}"
 
 
-def renew_lease(core: "Core", op_id: int, epoch: int, seconds: int) -> Steps[None]:
+def renew_lease(core: Core, op_id: int, epoch: int, seconds: int) -> Steps[None]:
     """One heartbeat, sent once: a server out of reach is asked again at the next beat
     (a third of the lease later), and its answer decides; any refusal means the lease
     is lost."""

@@ -20,6 +20,7 @@ from oversight_client.answers import answer_of
 from oversight_client.errors import OversightError
 from oversight_client.in_run import current_run
 from oversight_client.told import in_order
+from oversight_client.tool_options import ToolOptions, taking_options
 
 HIDDEN = "idempotency_key"  # a parameter of the function, never of the model's schema
 _call: contextvars.ContextVar[str] = contextvars.ContextVar("agent_framework_call")
@@ -28,7 +29,7 @@ _call: contextvars.ContextVar[str] = contextvars.ContextVar("agent_framework_cal
 class SupervisedTool(FunctionTool):
     """A ``FunctionTool`` whose calls Oversight decides (see ``supervised_tool``)."""
 
-    proposal: dict[str, Any]  # action, rollback_kind, risk, summary
+    proposal: dict[str, Any]  # ToolOptions.proposal: action, rollback_kind, risk, summary
 
     async def invoke(self, *, tool_call_id: str | None = None, **kwargs: Any) -> Any:
         """The framework names the call here only: its body reads it from ``_call``."""
@@ -39,32 +40,23 @@ class SupervisedTool(FunctionTool):
             _call.reset(token)
 
 
+@taking_options
 def supervised_tool(
     ovs: AsyncOversight,
     *,
-    action: str,
-    rollback_kind: str,
-    risk: str = "medium",
-    summary: str | None = None,
-    verify: Callable[..., Any] | None = None,
-    undo: Callable[..., Any] | None = None,
-    lease_seconds: int = 60,
     name: str | None = None,
     description: str | None = None,
+    **options: Any,
 ) -> Callable[[Callable[..., Any]], SupervisedTool]:
     """A decorator turning ``fn`` (which takes ``idempotency_key`` if the agent executes
     the action; the model never sees it) into a ``SupervisedTool``, with the options of
-    ``AsyncOversight.tool``. Give it to the agent and to ``WorkflowDriver(tools=...)``."""
+    ``AsyncOversight.tool`` (``ToolOptions``: forwarded as they are). Give it to the
+    agent and to ``WorkflowDriver(tools=...)``."""
+
+    declared = ToolOptions(**options)
 
     def decorate(fn: Callable[..., Any]) -> SupervisedTool:
-        line = (fn.__doc__ or "").strip().partition("\n")[0]
-        proposal = {
-            "action": action,
-            "rollback_kind": rollback_kind,
-            "risk": risk,
-            "summary": (line if summary is None else summary)[:300],
-        }
-        engine = ovs.tool(verify=verify, undo=undo, lease_seconds=lease_seconds, **proposal)(fn)
+        engine = ovs.tool(**options)(fn)
 
         async def call(**arguments: Any) -> str:
             run_id, call_id = current_run(), _call.get("")
@@ -100,7 +92,7 @@ def supervised_tool(
             func=call,
             approval_mode="always_require",
         )
-        tool.proposal = proposal
+        tool.proposal = declared.of(fn).proposal
         return tool
 
     return decorate

@@ -16,7 +16,7 @@ from oversight_client.aio import AsyncOversight
 from oversight_client.claude_agent.gate import MARK, WAITING, Action, OversightGate
 from oversight_client.cursor import FileCursor
 from oversight_client.errors import Conflict
-from oversight_client.follower import RunResumer, last_mark
+from oversight_client.resuming import RunResumer, last_mark
 from oversight_client.storable import storable
 
 CARRY_ON = "Your tool call was decided; carry on."

@@ -20,6 +20,7 @@ from oversight_client.errors import (
 from oversight_client.langgraph.threads import run_for_thread, thread_of
 from oversight_client.sync import Oversight
 from oversight_client.told import edited, in_order, outcome
+from oversight_client.tool_options import ToolOptions, taking_options
 
 CALL_ID = "oversight_call_id"  # the injected field: never in the model's schema
 
@@ -28,7 +29,7 @@ class SupervisedTool(StructuredTool):
     """A tool whose calls are proposed to Oversight first (see ``supervised_tool``)."""
 
     ovs: Oversight
-    proposal: dict[str, Any]  # action, rollback_kind, risk, summary
+    proposal: dict[str, Any]  # ToolOptions.proposal: action, rollback_kind, risk, summary
 
     def arguments(self, args: dict) -> dict | None:
         """The arguments a call proposes, as the tool will receive them (validated by
@@ -44,23 +45,13 @@ class SupervisedTool(StructuredTool):
         return self.ovs.propose(run_id, call_id, arguments=arguments, **self.proposal)
 
 
+@taking_options
 def supervised_tool(
-    ovs: Oversight,
-    *,
-    action: str,
-    rollback_kind: str,
-    risk: str = "medium",
-    summary: str | None = None,
-    verify: Callable[..., Any] | None = None,
-    undo: Callable[..., Any] | None = None,
-    executor: str = "",
-    lease_seconds: int = 60,
-    name: str | None = None,
-    description: str | None = None,
+    ovs: Oversight, *, name: str | None = None, description: str | None = None, **options: Any
 ) -> Callable[[Callable[..., Any]], SupervisedTool]:
     """A decorator turning ``fn`` into a LangChain tool under oversight, with the
-    options of ``Oversight.tool`` (``fn`` takes ``idempotency_key`` if the agent
-    executes the action; the model never sees it).
+    options of ``Oversight.tool`` (``ToolOptions``: forwarded as they are; ``fn`` takes
+    ``idempotency_key`` if the agent executes the action; the model never sees it).
 
     A call proposes ``action`` in the run named by the graph's thread id, with the tool
     call's id as ``call_id``, and returns the committed output. In ``OversightToolNode``
@@ -69,19 +60,10 @@ def supervised_tool(
     (rejected, expired, cancelled, failed…) answers the model with an error message
     saying why; arguments a reviewer edited are named in the answer."""
 
+    declared = ToolOptions(**options)
+
     def decorate(fn: Callable[..., Any]) -> SupervisedTool:
-        line = (fn.__doc__ or "").strip().partition("\n")[0]
-        shown = (line if summary is None else summary)[:300]
-        engine = ovs.tool(
-            action=action,
-            rollback_kind=rollback_kind,
-            risk=risk,
-            summary=shown,
-            verify=verify,
-            undo=undo,
-            executor=executor,
-            lease_seconds=lease_seconds,
-        )(fn)
+        engine = ovs.tool(**options)(fn)
         own = create_schema_from_function(fn.__name__, fn, filter_args=["idempotency_key"])
         injected = {CALL_ID: (Annotated[str, InjectedToolCallId], ...)}
         schema = create_model(f"{own.__name__}Call", __base__=own, **injected)
@@ -109,12 +91,7 @@ def supervised_tool(
             args_schema=schema,
             handle_tool_error=True,
             ovs=ovs,
-            proposal={
-                "action": action,
-                "rollback_kind": rollback_kind,
-                "risk": risk,
-                "summary": shown,
-            },
+            proposal=declared.of(fn).proposal,
         )
 
     return decorate

@@ -15,8 +15,8 @@ from agents import Agent, RunHooks, Runner, RunResult, RunState
 from oversight_client.aio import AsyncOversight
 from oversight_client.cursor import FileCursor
 from oversight_client.errors import ENDED, OversightError
-from oversight_client.follower import RunResumer, last_mark
 from oversight_client.in_run import in_run
+from oversight_client.resuming import RunResumer, last_mark
 from oversight_client.storable import storable
 from oversight_client.told import as_text, not_proposed, outcome
 

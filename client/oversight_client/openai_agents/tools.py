@@ -16,43 +16,35 @@ from oversight_client.aio import AsyncOversight
 from oversight_client.answers import answer_of
 from oversight_client.errors import InvalidRequest, RunClosed
 from oversight_client.in_run import current_run
+from oversight_client.tool_options import ToolOptions, taking_options
 
 HIDDEN = "idempotency_key"  # a parameter of the function, never of the model's schema
 
 
+@taking_options
 def supervised_function_tool(
     ovs: AsyncOversight,
     *,
-    action: str,
-    rollback_kind: str,
-    risk: str = "medium",
-    summary: str | None = None,
-    verify: Callable[..., Any] | None = None,
-    undo: Callable[..., Any] | None = None,
-    lease_seconds: int = 60,
     name: str | None = None,
     description: str | None = None,
+    **options: Any,
 ) -> Callable[[Callable[..., Any]], FunctionTool]:
     """A decorator turning ``fn`` (which takes ``idempotency_key`` if the agent executes
     the action; the model never sees it) into a ``FunctionTool`` under oversight, with
-    the options of ``AsyncOversight.tool``. A call that ends without its effect
-    (rejected, expired, refused…) answers the model with why; arguments a reviewer
-    edited are named in the answer."""
+    the options of ``AsyncOversight.tool`` (``ToolOptions``: forwarded as they are). A
+    call that ends without its effect (rejected, expired, refused…) answers the model
+    with why; arguments a reviewer edited are named in the answer."""
+
+    declared = ToolOptions(**options)
 
     def decorate(fn: Callable[..., Any]) -> FunctionTool:
-        line = (fn.__doc__ or "").strip().partition("\n")[0]
-        proposal = {
-            "rollback_kind": rollback_kind,
-            "risk": risk,
-            "summary": (line if summary is None else summary)[:300],
-        }
-        engine = ovs.tool(
-            action=action, verify=verify, undo=undo, lease_seconds=lease_seconds, **proposal
-        )(fn)
+        engine, proposal = ovs.tool(**options)(fn), declared.of(fn).proposal
 
         async def needs_approval(ctx: RunContextWrapper, arguments: dict, call_id: str) -> bool:
             try:
-                operation = await ovs.propose(current_run(), call_id, action, arguments, **proposal)
+                operation = await ovs.propose(
+                    current_run(), call_id, arguments=arguments, **proposal
+                )
             except (InvalidRequest, RunClosed):
                 return False  # the body answers the model why
             return operation["status"] == "proposed"
