@@ -1,14 +1,10 @@
 """Settings helpers: a typo in the environment stops start-up with a clear message."""
 
-import re
-from pathlib import Path
-
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
 from oversight.env import database_from_url, env_bool, env_int, sqlite_database
-from tests.documentation import page
 from tests.helpers import project_settings
 
 VAR = "OVERSIGHT_TEST_SETTING"
@@ -106,22 +102,3 @@ def test_a_deduplicating_host_must_be_an_allowed_one(monkeypatch):
 def test_attempts_and_grace_are_at_least_one(monkeypatch, name):
     with pytest.raises(ImproperlyConfigured, match=name):
         project_settings(monkeypatch, **{name: "0"})
-
-
-def test_the_settings_page_lists_every_variable_the_settings_read_and_no_other():
-    """The docs' Settings page is the deployer's list: a variable the settings read and
-    missing there is a setting nobody knows to set; a row no code reads any more misleads."""
-    root = Path(__file__).resolve().parents[1]
-    name = re.compile(r'"(OVERSIGHT_[A-Z_]+|DATABASE_URL)"')
-    settings = set(name.findall((root / "oversight/settings.py").read_text()))
-    code = (
-        path.read_text()
-        for folder in ("oversight", "runs")
-        for path in (root / folder).rglob("*.py")
-    )
-    anywhere = {found for text in code for found in name.findall(text)}
-    rows = [line for line in page("operating/settings").splitlines() if line.startswith("| `")]
-    listed = {name for row in rows for name in re.findall(r"`([A-Z_]+)`", row.split(" | ")[0])}
-    assert settings, "no variable found: the pattern above no longer matches the settings"
-    assert sorted(settings - listed) == []
-    assert sorted(listed - anywhere) == []
