@@ -4,9 +4,11 @@ Several worker processes with short leases carry out a stream of operations whil
 are killed (SIGKILL) and paused past their lease (SIGSTOP, then SIGCONT later) at
 random, and stop themselves where a stopped process holds others up (inside the
 transaction that claims and carries out a transfer, inside a folder's lock before the
-file is replaced: ``bench/soak_worker.py``), to be woken much later, if they are still
-alive: a stopped holder is ended after ``--stall-bound`` seconds (PostgreSQL ends its
-session; on SQLite another worker kills it, and the soak starts a new one):
+file is replaced: ``bench/soak_worker.py``), to be woken two to four times later than
+an operation may be held up, if they are still alive (so that a stall without a bound
+cannot pass for a slow one): a stopped holder is ended after ``--stall-bound`` seconds
+(PostgreSQL ends its session; on SQLite another worker kills it, and the soak starts a
+new one):
 
 - HTTP calls to a target that does not deduplicate: the demo target's ``/naive/``
   items, which apply every request they get, whatever its key or epoch;
@@ -25,8 +27,8 @@ status, kills, stops, and:
 - leftovers: operations not settled when the soak ends, and killed writers'
   temporary files still in the workspace after a worker's housekeeping;
 - held up: operations that took longer from approval to their end than, for each claim
-  they needed, the lease plus the stall bound, plus a few seconds (an operation whose
-  first worker was stopped waits out one bound, and may meet a second fault in its
+  they needed, the lease plus the stall bound, plus ``--margin`` seconds (an operation
+  whose first worker was stopped waits out one bound, and may meet a second fault in its
   second claim; the longest wait is printed too);
 
 then runs ``check_invariants`` and ``verify_audit_chain``. It exits 1 unless the four
@@ -35,7 +37,7 @@ SQLite file, or a throwaway database on DATABASE_URL's server (created and dropp
 user needs the CREATEDB privilege).
 
     .venv/bin/python bench/chaos_soak.py [--seconds 300] [--workers 4] [--lease 2]
-        [--stop-inside 0.05] [--stall-bound 3]
+        [--stop-inside 0.05] [--stall-bound 3] [--margin 5]
 """
 
 import argparse
@@ -86,7 +88,6 @@ ACCOUNTS = {f"L{n}": Decimal("1000000.00") for n in range(4)}
 FILES = [f"shared/f{n}.log" for n in range(3)]
 KINDS = ("http", "ledger", "file")
 UNSETTLED = (Operation.Status.APPROVED, Operation.Status.IN_FLIGHT, Operation.Status.VERIFY_FAILED)
-HELD_UP_MARGIN = 5  # seconds: a takeover's verification, a busy machine
 
 
 class Soak:
@@ -123,6 +124,13 @@ class Soak:
             stderr=self.log,
         )
 
+    def held_up_after(self, claims: int) -> float:
+        """How long an operation that needed ``claims`` claims may take from its approval
+        to its end: each claim may meet a fault of its own (a worker stopped past its
+        lease, or inside a lock for the stall bound), plus the margin (a takeover's
+        verification, a busy machine)."""
+        return max(1, claims) * (self.args.lease + self.args.stall_bound) + self.args.margin
+
     def tend(self) -> None:
         """Put a worker that stopped itself inside a lock aside, to be woken long after
         the bound, and start another in its place: what is measured is how long the
@@ -134,7 +142,7 @@ class Soak:
                 self.paused.pop(index, None)
                 self.ended += 1
             elif index not in self.paused and _stopped(worker.pid):
-                hold = self.chance.uniform(2, 4) * (self.args.lease + self.args.stall_bound)
+                hold = self.chance.uniform(2, 4) * self.held_up_after(claims=1)
                 self.stalled.append((worker, time.monotonic() + hold))
                 self.workers[index] = self.start_worker(index)
                 self.inside += 1
@@ -337,11 +345,10 @@ def examine(soak: Soak, applied: Counter) -> Findings:
         debits = sum(moved.filter(debit__name=name).values_list("amount", flat=True))
         if balance != ACCOUNTS[name] + credits - debits:
             found.invented.append(f"account {name}: {balance}, its entries say otherwise")
-    per_claim = soak.args.lease + soak.args.stall_bound
     claims = dict(Operation.objects.filter(pk__in=soak.ops).values_list("pk", "attempts"))
     for op_id, took in waits(soak).items():
         found.longest = max(found.longest, took)
-        if took > max(1, claims[op_id]) * per_claim + HELD_UP_MARGIN:
+        if took > soak.held_up_after(claims[op_id]):
             found.held_up.append(
                 f"operation {op_id}: {took:.1f} s from approval to its end, "
                 f"{claims[op_id]} claim(s)"
@@ -421,6 +428,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--stall-bound", type=int, default=3, help="seconds a stopped holder holds others up"
+    )
+    parser.add_argument(
+        "--margin", type=float, default=5, help="seconds an operation may take beyond its bound"
     )
     args = parser.parse_args()
     figures = Figures(__file__, args)
