@@ -63,7 +63,7 @@ from bench.server import free_port
 TARGET = f"127.0.0.1:{free_port()}"
 os.environ["OVERSIGHT_HTTP_ALLOWED_HOSTS"] = TARGET
 os.environ.pop("OVERSIGHT_HTTP_DEDUPLICATING_HOSTS", None)  # /naive/ deduplicates nothing.
-start_django(var_prefix="oversight-soak-", OVERSIGHT_LOG_LEVEL="WARNING")  # Its report only.
+start_django(var_prefix="oversight-soak-")
 
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402

@@ -15,7 +15,6 @@ so nothing else may be connected to it).
 """
 
 import argparse
-import logging
 import os
 import re
 import shutil
@@ -163,7 +162,6 @@ def main() -> None:
     parser.add_argument("--operations", type=int, default=300)
     args = parser.parse_args()
     figures = Figures(__file__, args)
-    logging.disable(logging.INFO)
     call_command("migrate", verbosity=0)
     print(f"database: {connection.vendor} {connection.settings_dict['NAME']}")
     project, ids = prepare(args.operations, hot=False)

@@ -4,6 +4,7 @@ given, a secret key, and the settings module; optionally production settings on 
 HTTP over loopback, with no proxy in front. A bench puts the checkout on ``sys.path``,
 then calls ``start_django`` before importing anything of the project's."""
 
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -26,3 +27,6 @@ def start_django(
     for name, value in defaults.items():
         os.environ.setdefault(name, value)
     django.setup()
+    # The bench prints its figures, not a line per checkpoint it writes; the servers and
+    # workers it starts log as in production.
+    logging.disable(logging.INFO)

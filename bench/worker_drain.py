@@ -10,7 +10,6 @@ throwaway SQLite file, or DATABASE_URL's database (into which it writes a bench 
 """
 
 import argparse
-import logging
 import subprocess
 import sys
 import tempfile
@@ -98,7 +97,6 @@ def main() -> None:
     parser.add_argument("--hot", action="store_true", help="every transfer from A to B")
     args = parser.parse_args()
     figures = Figures(__file__, args)
-    logging.disable(logging.INFO)  # The bench's own proposals; the workers log as usual.
     call_command("migrate", verbosity=0)
     targets = "one pair of accounts for all" if args.hot else "a pair of accounts per run"
     print(f"database: {connection.vendor} {connection.settings_dict['NAME']}; {targets}")
