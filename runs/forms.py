@@ -191,6 +191,16 @@ class PreferencesForm(forms.ModelForm):
         model = Preferences
         fields = ["time_zone", "notify_pending", "shortcuts"]
 
+    def save(self, commit: bool = True) -> Preferences:
+        """Writes the person's own fields only: the row also holds the claim on their
+        next email, which a worker may have taken since the page read the row; writing
+        it back as read would free the claim, and another worker would send the email
+        again."""
+        preferences = super().save(commit=False)
+        if commit:
+            preferences.save(update_fields=self.Meta.fields)
+        return preferences
+
 
 class TokenForm(forms.Form):
     name = forms.CharField(max_length=100, help_text="For example the agent's name.")

@@ -3,6 +3,8 @@ import re
 import pytest
 from django.test import Client
 
+from runs.engine.notifications import _claim
+from runs.forms import PreferencesForm
 from runs.models import Preferences
 
 
@@ -75,3 +77,19 @@ def test_the_account_page_describes_its_checkbox_with_its_help_text(as_reviewer)
     page = as_reviewer.get("/account/").text
     assert dangling(page) == set()
     assert re.search(r'<span id="id_notify_pending_helptext">[^<]+</span>', page)
+
+
+def test_saving_preferences_keeps_a_workers_claim_on_the_reviewers_email(reviewer):
+    """The page reads the row, a worker claims the reviewer's next email meanwhile, then
+    the page saves: the claim stands, so no second worker sends the same email."""
+    form = PreferencesForm(
+        {"time_zone": "Asia/Tokyo", "notify_pending": "on", "shortcuts": "on"},
+        instance=Preferences.of(reviewer),
+    )
+    assert _claim(Preferences.of(reviewer), None) is not None  # A worker, meanwhile.
+    assert form.is_valid()
+    form.save()
+    saved = Preferences.objects.get(user=reviewer)
+    assert saved.time_zone == "Asia/Tokyo"
+    assert saved.notify_claimed_until is not None
+    assert _claim(saved, None) is None  # Another worker finds the email taken.
