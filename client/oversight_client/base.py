@@ -128,6 +128,9 @@ class Client:
         declared = ToolOptions(**options)
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-            return self._supervise(fn, declared.of(fn))
+            options = declared.of(fn)
+            tool = self._supervise(fn, options)
+            tool.options = options  # What it proposes with, for the framework adapters.
+            return tool
 
         return decorate

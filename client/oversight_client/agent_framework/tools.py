@@ -20,7 +20,7 @@ from oversight_client.answers import answer_of
 from oversight_client.errors import OversightError
 from oversight_client.in_run import current_run
 from oversight_client.told import in_order
-from oversight_client.tool_options import ToolOptions, taking_options
+from oversight_client.tool_options import taking_options
 
 HIDDEN = "idempotency_key"  # a parameter of the function, never of the model's schema
 _call: contextvars.ContextVar[str] = contextvars.ContextVar("agent_framework_call")
@@ -53,10 +53,10 @@ def supervised_tool(
     ``AsyncOversight.tool`` (``ToolOptions``: forwarded as they are). Give it to the
     agent and to ``WorkflowDriver(tools=...)``."""
 
-    declared = ToolOptions(**options)
+    supervise = ovs.tool(**options)  # Unknown or missing options fail here.
 
     def decorate(fn: Callable[..., Any]) -> SupervisedTool:
-        engine = ovs.tool(**options)(fn)
+        engine = supervise(fn)
 
         async def call(**arguments: Any) -> str:
             run_id, call_id = current_run(), _call.get("")
@@ -92,7 +92,7 @@ def supervised_tool(
             func=call,
             approval_mode="always_require",
         )
-        tool.proposal = declared.of(fn).proposal
+        tool.proposal = engine.options.proposal
         return tool
 
     return decorate

@@ -20,7 +20,7 @@ from oversight_client.errors import (
 from oversight_client.langgraph.threads import run_for_thread, thread_of
 from oversight_client.sync import Oversight
 from oversight_client.told import edited, in_order, outcome
-from oversight_client.tool_options import ToolOptions, taking_options
+from oversight_client.tool_options import taking_options
 
 CALL_ID = "oversight_call_id"  # the injected field: never in the model's schema
 
@@ -60,10 +60,10 @@ def supervised_tool(
     (rejected, expired, cancelled, failed…) answers the model with an error message
     saying why; arguments a reviewer edited are named in the answer."""
 
-    declared = ToolOptions(**options)
+    supervise = ovs.tool(**options)  # Unknown or missing options fail here.
 
     def decorate(fn: Callable[..., Any]) -> SupervisedTool:
-        engine = ovs.tool(**options)(fn)
+        engine = supervise(fn)
         own = create_schema_from_function(fn.__name__, fn, filter_args=["idempotency_key"])
         injected = {CALL_ID: (Annotated[str, InjectedToolCallId], ...)}
         schema = create_model(f"{own.__name__}Call", __base__=own, **injected)
@@ -91,7 +91,7 @@ def supervised_tool(
             args_schema=schema,
             handle_tool_error=True,
             ovs=ovs,
-            proposal=declared.of(fn).proposal,
+            proposal=engine.options.proposal,
         )
 
     return decorate

@@ -16,7 +16,7 @@ from oversight_client.aio import AsyncOversight
 from oversight_client.answers import answer_of
 from oversight_client.errors import InvalidRequest, RunClosed
 from oversight_client.in_run import current_run
-from oversight_client.tool_options import ToolOptions, taking_options
+from oversight_client.tool_options import taking_options
 
 HIDDEN = "idempotency_key"  # a parameter of the function, never of the model's schema
 
@@ -35,10 +35,11 @@ def supervised_function_tool(
     call that ends without its effect (rejected, expired, refused…) answers the model
     with why; arguments a reviewer edited are named in the answer."""
 
-    declared = ToolOptions(**options)
+    supervise = ovs.tool(**options)  # Unknown or missing options fail here.
 
     def decorate(fn: Callable[..., Any]) -> FunctionTool:
-        engine, proposal = ovs.tool(**options)(fn), declared.of(fn).proposal
+        engine = supervise(fn)
+        proposal = engine.options.proposal
 
         async def needs_approval(ctx: RunContextWrapper, arguments: dict, call_id: str) -> bool:
             try:
