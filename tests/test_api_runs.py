@@ -204,7 +204,12 @@ def test_finishing_from_a_stale_version_is_a_conflict(api, run):
 
 def test_finishing_at_the_current_version(api, run):
     body = {"status": "completed", "base_version": api.run_version(run.pk)}
-    assert api.post(f"/runs/{run.pk}/finish", body).status_code == 200
+    response = api.post(f"/runs/{run.pk}/finish", body)
+    assert response.status_code == 200
+    assert response.json()["status"] == "completed"
+    run.refresh_from_db()
+    assert run.status == "completed"
+    assert run.checkpoints.latest("seq").to_status == "completed"
 
 
 @pytest.mark.parametrize("status", ["completed", "cancelled"])
@@ -421,6 +426,7 @@ def test_a_body_over_the_limit_is_refused_with_an_idempotency_key_too(api, run, 
 def test_a_body_under_the_limit_is_accepted(api, run, small_bodies):
     response = api.post(f"/runs/{run.pk}/messages", {"payload": {"text": "x" * 1500}})
     assert response.status_code == 201
+    assert Message.objects.get(run=run, seq=response.json()["seq"]).payload["text"] == "x" * 1500
 
 
 def test_a_message_payload_over_its_limit_is_refused(api, run, settings):
@@ -504,3 +510,4 @@ def test_api_calls_need_no_csrf_token(agent_token, run):
     api = Api(agent_token.plain, Client(enforce_csrf_checks=True))
     response = api.post(f"/runs/{run.pk}/messages", {"payload": {"text": "hi"}})
     assert response.status_code == 201
+    assert Message.objects.get(run=run, seq=response.json()["seq"]).payload == {"text": "hi"}

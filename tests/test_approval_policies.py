@@ -15,7 +15,7 @@ from django.utils import timezone
 from runs.errors import DecisionRefused
 from runs.models import ApprovalPolicy, Checkpoint, Operation
 from tests.api_helpers import agent_proposal, proposal
-from tests.helpers import decide_on
+from tests.helpers import decide_on, stored
 
 pytest_plugins = ["tests.api_helpers"]
 
@@ -240,9 +240,13 @@ def test_an_edit_above_the_amount_needs_a_second_person(run, small_transfer, rev
 
 def test_the_editor_cannot_give_the_second_approval_of_their_edit(small_transfer, reviewer):
     decide_on(small_transfer, reviewer, "edit", arguments=transfer(10_000))
+    before = stored()
 
     with pytest.raises(DecisionRefused, match="already approved"):
         decide_on(small_transfer, reviewer)
+
+    assert stored() == before
+    assert small_transfer.status == Operation.Status.PROPOSED
 
 
 def test_an_edit_never_lowers_the_count(project, propose, reviewer, reviewer2):
@@ -376,17 +380,33 @@ def test_an_incomplete_or_incomparable_rule_is_refused(project, fields, field):
 
 
 @pytest.mark.parametrize(
-    "fields",
+    ("fields", "arguments", "condition"),
     [
-        {},
-        above(1000),
-        above(99.5),
-        {"when_argument": "to", "when_operator": "eq", "when_value": "x"},
+        ({}, transfer(10), ""),
+        (above(1000), transfer(1001), " when amount > 1000"),
+        (above(99.5), transfer("99.51"), " when amount > 99.5"),
+        (
+            {"when_argument": "to", "when_operator": "eq", "when_value": "x"},
+            {"from": "A", "to": "x", "amount": 10},
+            ' when to = "x"',
+        ),
     ],
     ids=["unconditional", "integer", "decimal", "equal-to-text"],
 )
-def test_a_complete_rule_is_accepted(project, fields):
-    ApprovalPolicy(project=project, action="ledger.transfer", min_risk=HIGH, **fields).full_clean()
+def test_a_complete_rule_is_accepted_and_governs_what_it_matches(
+    project, propose, fields, arguments, condition
+):
+    policy = ApprovalPolicy(project=project, action="ledger.transfer", min_risk=HIGH, **fields)
+    policy.full_clean()
+    policy.save()
+
+    op = propose(risk=LOW, arguments=arguments)
+
+    assert (op.risk, op.required_approvals) == (HIGH, 2)
+    assert op.approval_rule == (
+        "high risk: two people; risk raised to high by "
+        f"acme / ledger.transfer{condition}: one approver, min risk high"
+    )
 
 
 def test_the_admin_explains_a_rule_it_refuses_and_lists_the_condition(client, project):

@@ -8,9 +8,11 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
+from runs.canonical import sha256_hex
 from runs.errors import InvalidInput
 from runs.models import Artifact, CheckpointArtifact, Run
 from runs.models.artifacts import blob_path
@@ -55,13 +57,26 @@ def test_same_bytes_are_stored_once(db, artifact_root):
 
 
 def test_attached_artifact_is_on_disk_before_the_checkpoint_names_it(run):
-    artifact = attach_artifact(run=run, name="app.py", content=b"x = 1\n", actor=AGENT)
+    """The order a crash relies on (bytes on disk, then the artifact's row, then the
+    checkpoint's reference), watched as each row goes to the database."""
+    content = b"x = 1\n"
+    blob = blob_path(sha256_hex(content))
+    watched = [Artifact._meta.db_table, CheckpointArtifact._meta.db_table]
+    inserts = []
+
+    def watch(execute, sql, params, many, context):
+        if table := next((t for t in watched if sql.startswith(f'INSERT INTO "{t}"')), None):
+            inserts.append((table, blob.exists() and blob.read_bytes() == content))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(watch):
+        artifact = attach_artifact(run=run, name="app.py", content=content, actor=AGENT)
+
+    assert inserts == [(table, True) for table in watched]
     checkpoint = latest_checkpoint(run)
     ref = CheckpointArtifact.objects.get(checkpoint=checkpoint)
     assert (ref.name, ref.artifact) == ("app.py", artifact)
     assert checkpoint.state["artifacts"]["app.py"]["sha256"] == artifact.sha256
-    assert artifact.path.read_bytes() == b"x = 1\n"
-    assert artifact.created_at <= checkpoint.created_at
 
 
 def test_later_checkpoints_carry_every_artifact_version_forward(run):

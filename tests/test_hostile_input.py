@@ -273,9 +273,12 @@ def test_an_edit_over_the_arguments_size_limit_is_a_form_error(reviewing):
 def test_an_edit_nested_too_deep_says_so(reviewing):
     client, op = reviewing
     levels = settings.OVERSIGHT_API_MAX_DEPTH
+    before = stored()
     response = edit(client, op, json.dumps({"branch": json.loads(deep(levels))}))
     assert f"Nested deeper than {levels} levels" in response.text
     assert response.status_code == 400
+    assert stored() == before
+    assert not Decision.objects.exists()
 
 
 # --- the audit search's page links -----------------------------------------------------------

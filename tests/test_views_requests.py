@@ -9,6 +9,7 @@ import pytest
 from runs.models import HumanRequest, Operation
 from runs.services import requests as service
 from tests.conftest import AGENT
+from tests.helpers import stored
 
 HTMX = {"HX-Request": "true"}
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
@@ -62,7 +63,9 @@ def test_an_auditor_reads_but_may_not_answer(client, ask, auditor):
     page = client.get(f"/requests/{human.pk}/").text
     assert "does not include deciding" in page
     assert "request-answer" not in page and 'action="/requests/' not in page
+    before = stored()
     assert post_answer(client, human, "approve").status_code == 403
+    assert stored() == before
 
 
 # --- answering --------------------------------------------------------------------------
@@ -132,9 +135,11 @@ def test_a_choice_with_spaces_around_it_can_be_chosen(client, ask, reviewer):
 def test_a_choice_not_offered_is_a_form_error(client, ask, reviewer):
     human = ask("Which region?", choices=["eu-west", "us-east"])
     client.force_login(reviewer)
+    before = stored()
     response = post_answer(client, human, "choose", choice="mars")
     assert response.status_code == 400
     assert errors(response.text) == ["data: choose one of the request&#x27;s choices"]
+    assert stored() == before
 
 
 def test_an_answer_with_data_is_checked_against_the_schema(client, ask, reviewer):
@@ -174,21 +179,25 @@ def test_a_string_schema_takes_plain_text(client, ask, reviewer):
 def test_a_kind_the_request_does_not_take_is_a_form_error(client, ask, reviewer):
     human = ask()
     client.force_login(reviewer)
+    before = stored()
     response = post_answer(client, human, "answer", value='"yes"')
     assert response.status_code == 400
     assert errors(response.text) == [
         "kind: this request is answered by approve or reject, not answer"
     ]
+    assert stored() == before
 
 
 def test_a_stale_page_is_a_form_error(client, ask, reviewer):
     human = ask()
     client.force_login(reviewer)
+    before = stored()
     response = client.post(
         f"/requests/{human.pk}/answer/", {"kind": "approve", "version": human.version + 1}
     )
     assert response.status_code == 400
     assert "changed since you read it" in errors(response.text)[0]
+    assert stored() == before
 
 
 def test_the_owner_sees_why_they_may_not_answer(client, ask, owner):
@@ -197,9 +206,11 @@ def test_the_owner_sees_why_they_may_not_answer(client, ask, owner):
     page = client.get(f"/requests/{human.pk}/").text
     assert "You own this run, so someone else must decide on it (four eyes)." in page
     assert "request-answer" not in page and ">Sign off</button>" not in page
+    before = stored()
     response = post_answer(client, human, "approve")
     assert response.status_code == 400
     assert errors(response.text) == ["you own this run, so someone else must decide on it"]
+    assert stored() == before
 
 
 def test_an_answered_request_takes_no_second_answer(client, ask, reviewer, reviewer2):
@@ -207,9 +218,11 @@ def test_an_answered_request_takes_no_second_answer(client, ask, reviewer, revie
     client.force_login(reviewer)
     post_answer(client, human, "approve")
     client.force_login(reviewer2)
+    before = stored()
     response = post_answer(client, human, "reject", comment="Wait")
     assert response.status_code == 400
     assert "it no longer awaits an answer" in errors(response.text)[0]
+    assert stored() == before
 
 
 # --- the agent's words, escaped ------------------------------------------------------------

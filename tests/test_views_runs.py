@@ -259,11 +259,15 @@ def test_cancel_stops_the_run_and_its_pending_operation(client, admin_user, run,
 def test_cancelling_a_finished_run_is_refused_with_the_reason(client, admin_user, run):
     finish_run(run=run, status=Run.Status.COMPLETED, actor=AGENT)
     client.force_login(admin_user)
+    before = stored()
 
     response = client.post(cancel_url(run), {"reason": REASON})
 
     assert response.status_code == 400
     assert f"run {run.pk} already ended completed" in response.text
+    assert stored() == before
+    run.refresh_from_db()
+    assert not run.cancel_requested
 
 
 def test_cancel_needs_the_csrf_token(admin_user, run):
