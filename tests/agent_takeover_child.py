@@ -2,9 +2,9 @@
 
 ``python tests/agent_takeover_child.py BASE RUN_ID --state FOLDER [--deduplicates]``
 (the token in ``OVERSIGHT_TOKEN``) calls ``pay`` with call_id ``pay-1``. Its function
-says ``FIRING`` and lets a second pass before the payment lands: the test pauses the
-process there (SIGSTOP), past its lease, while a second caller takes over. Once woken,
-it says what came of its call: the output, or ``refused: <the error's code>``.
+says ``FIRING`` and stops the process (SIGSTOP) before the payment lands: paused there,
+past its lease, while a second caller takes over. Once woken (SIGCONT), it says what
+came of its call: the output, or ``refused: <the error's code>``.
 
 ``pay_tool`` is the tool both callers use, over the same ledger file: one line per
 payment, each ending with the idempotency key it was made under. With
@@ -13,8 +13,8 @@ deduplicates on the key would); without, every call pays."""
 
 import json
 import os
+import signal
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -57,7 +57,7 @@ def main() -> None:
 
     def firing() -> None:
         print("FIRING", flush=True)
-        time.sleep(1)
+        os.kill(os.getpid(), signal.SIGSTOP)
 
     pay = pay_tool(ovs, Path(folder), deduplicates="--deduplicates" in options, before=firing)
     try:

@@ -22,13 +22,12 @@
   a stopped process would, then drains and exits.
 - ``worker-clock-ahead SECONDS``: ``runworker --once`` on a host whose clock runs
   SECONDS ahead of everyone else's.
-- ``slow-ledger-worker``: ``runworker --once`` whose ledger transactions hold the lock
-  of the first account(s) they lock for 1.5 s, so that two of them overlap.
 - ``worker-dies-after-compensating``: a worker killed right after its compensating
   HTTP call was answered, before it recorded the compensation.
 - ``worker-dies-after-sending EMAIL_LOG``: a worker that hands an email to the mail
   server (appending its subject to EMAIL_LOG) and is killed before recording that.
-- ``api-dies-after-append ADDRESS``: serves the agent API on ADDRESS and kills itself
+- ``api-dies-after-append ADDRESS``: serves the agent API on ADDRESS (runserver's; on
+  port 0 it prints the port it got, tests.processes.listening_port) and kills itself
   with SIGKILL as soon as ``append_message`` returns, before the endpoint answers (and
   so before the Idempotency-Key's reply is stored).
 """
@@ -37,7 +36,6 @@ import errno
 import os
 import signal
 import sys
-import time
 from datetime import timedelta
 
 import django
@@ -63,7 +61,8 @@ def die() -> None:
 def hang_mid_transition(run_id: str) -> None:
     def hang(**_kwargs) -> None:
         print("INSIDE", flush=True)
-        time.sleep(600)
+        while True:
+            signal.pause()  # until SIGKILL
 
     pre_save.connect(hang, sender=Checkpoint)
     run = Run.objects.get(pk=int(run_id))
@@ -154,17 +153,6 @@ def worker_clock_ahead(seconds: str) -> None:
     Worker(name="ahead", lease=timedelta(seconds=60)).drain()
 
 
-def slow_ledger_worker() -> None:
-    def hold_account_locks(execute, sql, params, many, context):
-        result = execute(sql, params, many, context)
-        if '"runs_account"' in sql and "FOR UPDATE" in sql:
-            time.sleep(1.5)
-        return result
-
-    with connection.execute_wrapper(hold_account_locks):
-        Worker(name=f"slow-{os.getpid()}", lease=timedelta(seconds=30)).drain()
-
-
 def worker_dies_after_compensating() -> None:
     from runs.actions import http
 
@@ -214,7 +202,6 @@ SCENARIOS = {
     "worker-pause-at": worker_pause_at,
     "worker-stop-in-lock": worker_stop_in_lock,
     "worker-clock-ahead": worker_clock_ahead,
-    "slow-ledger-worker": slow_ledger_worker,
     "worker-dies-after-compensating": worker_dies_after_compensating,
     "worker-dies-after-sending": worker_dies_after_sending,
     "api-dies-after-append": api_dies_after_append,

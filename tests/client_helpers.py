@@ -3,7 +3,6 @@ token, a client for the live server and a run of its own, and reviewers who deci
 answer from another thread while the test's client waits."""
 
 import threading
-import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
@@ -17,10 +16,12 @@ from runs.models import AgentToken, Decision, HumanRequest, Operation, Run
 from runs.services import requests as human_requests
 from runs.services.runs import cancel_run
 from tests.helpers import decide_on
+from tests.processes import wait_until
 
 OPEN = ["queued", "running", "waiting"]
 NOTE = {"action": "notes.append", "rollback_kind": "in_band"}
 QUICK = {"timeout": 10, "retries": 3, "backoff": 0.01}
+READING_SECONDS = 60  # How long a reviewer looks for what to act on.
 
 
 def client_for(live_server, token: str, cls: type = Oversight, **options: Any):
@@ -59,11 +60,7 @@ def reviewing(find: Callable[[], Any], act: Callable[[Any], None], what: str):
 
     def act_when_found() -> None:
         try:
-            deadline = time.monotonic() + 30
-            while not (found := find()):
-                assert time.monotonic() < deadline, f"{what} never appeared"
-                time.sleep(0.05)
-            act(found)
+            act(wait_until(find, READING_SECONDS, what))
         except BaseException as exc:
             errors.append(exc)
             for run in Run.objects.filter(status__in=OPEN):
@@ -76,7 +73,7 @@ def reviewing(find: Callable[[], Any], act: Callable[[Any], None], what: str):
     try:
         yield
     finally:
-        thread.join(timeout=35)
+        thread.join(timeout=READING_SECONDS + 30)
     assert not errors, errors
 
 

@@ -1,13 +1,17 @@
 """Run real child processes against the test database (crash and concurrency tests)."""
 
 import os
+import re
 import shlex
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import pytest
 from django.conf import settings
@@ -17,10 +21,79 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def free_port() -> int:
-    """A loopback port nobody listens on (for a server a test starts)."""
+    """A loopback port nobody listens on, for a server that cannot be started on port 0
+    and say which port it got (the demo tells its agents its address first). Another
+    process may take it before the server binds it: the test then starts again on
+    another (tests/test_demo_langgraph.py)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+# How often ``wait_until`` looks again: the one pause of the suite that waits for
+# another process or thread (tests/test_suite_hygiene.py).
+POLL_SECONDS = 0.05
+
+
+def wait_until[T](
+    condition: Callable[[], T],
+    timeout: float = 60,
+    message: str = "the condition",
+    process: subprocess.Popen | None = None,
+) -> T:
+    """``condition()``'s first true value, looked for again and again: a test waits for
+    what it waits for (a row, a line, a status), never for a guess of how long it takes.
+    The deadline is generous, as the suite runs on a loaded machine; ``process``, if
+    given, must stay alive meanwhile (its error output says why it did not)."""
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"exited before {message}: {_stderr_of(process)}")
+        assert time.monotonic() < deadline, f"{message} did not happen within {timeout} s"
+        time.sleep(POLL_SECONDS)
+    return found
+
+
+def _stderr_of(process: subprocess.Popen) -> str:
+    return process.stderr.read()[-3000:] if process.stderr else ""
+
+
+class Output:
+    """What a child process writes to a pipe, read by a thread as it comes: a test
+    waits for a line with a deadline (``readline`` alone would wait for ever on a child
+    that hangs) and still has every line at the end."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._reader.start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            self.lines.append(line.rstrip("\n"))
+
+    def find(self, pattern: str) -> re.Match | None:
+        """The first line matching ``pattern`` so far."""
+        return next(filter(None, (re.search(pattern, line) for line in list(self.lines))), None)
+
+    def wait_for(self, pattern: str, process: subprocess.Popen, timeout: float = 60) -> re.Match:
+        return wait_until(lambda: self.find(pattern), timeout, repr(pattern), process)
+
+    def text(self, timeout: float = 60) -> str:
+        """Everything written, once the pipe has closed (the process has exited)."""
+        self._reader.join(timeout)
+        return "\n".join(self.lines)
+
+
+# The line a server started on port 0 writes once it listens, with the port the system
+# gave it: gunicorn's (``serve --bind 127.0.0.1:0``) or runserver's (``127.0.0.1:0``).
+LISTENING = r"(?:Listening at: |development server at )http://[^:\s]+:(\d+)"
+
+
+def listening_port(output: Output, server: subprocess.Popen) -> int:
+    """The port a server started on port 0 says it was given: no other process can take
+    it between the test's choice and the server's bind, as it could a port found free."""
+    return int(output.wait_for(LISTENING, server)[1])
 
 
 def child_env() -> dict[str, str]:
@@ -111,6 +184,8 @@ def manage_in(line: str, env: dict[str, str]) -> subprocess.CompletedProcess:
 
 
 def wait_for_line(process: subprocess.Popen, expected: str) -> None:
+    """The child's next line is ``expected`` (a child that hangs is killed by the test's
+    timeout)."""
     line = process.stdout.readline().strip()
     if line != expected:
         process.kill()
@@ -129,10 +204,23 @@ def crash_worker_at(boundary: str, sabotage: str = "", *, step_by_step: bool = F
     assert child.wait(timeout=60) == -signal.SIGKILL, child.stderr.read()
 
 
+def leases_lapsed() -> None:
+    """Wait until no operation's lease runs any more, in the database's clock: a child
+    worker's, killed or paused, has run out."""
+    # Imported here: agent children import this module without setting Django up.
+    from runs.clock import db_now
+    from runs.models import Operation
+
+    def lapsed() -> bool:
+        return not Operation.objects.filter(lease_expires_at__gt=db_now()).exists()
+
+    wait_until(lapsed, message="the leases running out")
+
+
 def take_over(**env: str) -> None:
     """Another worker process, once a child worker's lease has lapsed, drains what is
     ready (with ``env`` added to its environment)."""
-    time.sleep(CHILD_LEASE_LAPSED)
+    leases_lapsed()
     done = manage("runworker", "--once", "--lease-seconds", "5", **env)
     assert done.returncode == 0, done.stderr
 
@@ -162,12 +250,6 @@ def said(process: subprocess.Popen) -> str:
     return line
 
 
-def eventually(find, what: str, process: subprocess.Popen, seconds: float = 30):
+def eventually(find, what: str, process: subprocess.Popen, seconds: float = 60):
     """``find()``'s first true value, polled while the agent ``process`` lives."""
-    deadline = time.monotonic() + seconds
-    while not (found := find()):
-        if process.poll() is not None:
-            raise AssertionError(f"the agent exited before {what}: {process.stderr.read()[-3000:]}")
-        assert time.monotonic() < deadline, f"{what} never happened"
-        time.sleep(0.1)
-    return found
+    return wait_until(find, seconds, what, process)

@@ -15,12 +15,13 @@ import signal
 import threading
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
-from oversight_client import AsyncOversight, Oversight, StaleState, VerificationFailed
+from oversight_client import AsyncOversight, Oversight, StaleState, VerificationFailed, tools
 from oversight_client.agent_framework import WorkflowDriver, supervised_tool
-from oversight_client.tools import Execution
+from oversight_client.tools import Execution, LeaseLost
 from runs.clock import db_now
 from runs.models import Alert, Operation
 from runs.services.runs import cancel_run
@@ -30,9 +31,33 @@ from tests.api_helpers import agent_proposal, problem
 from tests.client_helpers import client_for
 from tests.conftest import AGENT
 from tests.helpers import decide_on, stored
-from tests.processes import agent_child, said
+from tests.processes import agent_child, said, wait_until
 
 pytest_plugins = ["tests.api_helpers", "tests.client_helpers"]
+
+
+def stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped (SIGSTOP): its state in /proc is ``T``."""
+    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    return state == "T"
+
+
+@pytest.fixture
+def heartbeat_refused(monkeypatch) -> threading.Event:
+    """Set once a heartbeat of this process's clients is refused: the lease is lost, and
+    the client knows it."""
+    refused = threading.Event()
+    renew = tools.renew_lease
+
+    def renew_lease(*args):
+        try:
+            return (yield from renew(*args))
+        except LeaseLost:
+            refused.set()
+            raise
+
+    monkeypatch.setattr(tools, "renew_lease", renew_lease)
+    return refused
 
 
 def lapse(op_id: int) -> None:
@@ -250,7 +275,7 @@ def test_a_second_caller_waits_for_a_slow_first_one_and_gets_its_output(
     def slowly() -> None:
         calls.append("pay")
         firing.set()
-        time.sleep(3)
+        time.sleep(3)  # simulates a slow target
 
     first = pay_tool(ovs, tmp_path, deduplicates=False, before=slowly)
     caller = threading.Thread(target=lambda: outputs.append(first(run_id, "pay-1", **PAYMENT)))
@@ -279,7 +304,7 @@ def test_an_async_tool_keeps_its_lease_while_it_runs(
     async def pay(invoice: str, amount: int, *, idempotency_key: str) -> dict:
         op_id = (await other.find_operation(run_id=run_id, call_id="pay-1"))["id"]
         for _ in range(3):  # three times the lease
-            await asyncio.sleep(1.1)
+            await asyncio.sleep(1.1)  # simulates a slow target
             try:
                 await other.claim(op_id)
                 takeovers.append("taken over")
@@ -323,14 +348,16 @@ def nothing_recorded_after(lost: pytest.ExceptionInfo, op: dict, verified: list)
 
 
 @pytest.mark.parametrize("raises", [False, True])
-def test_a_tool_that_lost_its_lease_records_nothing_more(ovs, run_id, reviewer, raises):
+def test_a_tool_that_lost_its_lease_records_nothing_more(
+    ovs, run_id, reviewer, raises, heartbeat_refused
+):
     """Whatever the function returned or raised: its lease is gone."""
     op, options, verified = losing_its_lease(ovs, run_id, reviewer)
 
     @ovs.tool(**options)
     def pay(invoice: str, amount: int, *, idempotency_key: str) -> dict:
         lapse(op["id"])
-        time.sleep(1)
+        assert heartbeat_refused.wait(timeout=60)
         if raises:
             raise TimeoutError("the payment service did not answer")
         return {"paid": invoice}
@@ -340,13 +367,15 @@ def test_a_tool_that_lost_its_lease_records_nothing_more(ovs, run_id, reviewer, 
     nothing_recorded_after(lost, op, verified)
 
 
-def test_an_async_tool_that_lost_its_lease_records_nothing_more(ovs, aovs, run_id, reviewer):
+def test_an_async_tool_that_lost_its_lease_records_nothing_more(
+    ovs, aovs, run_id, reviewer, heartbeat_refused
+):
     op, options, verified = losing_its_lease(ovs, run_id, reviewer)
 
     @aovs.tool(**options)
     async def pay(invoice: str, amount: int, *, idempotency_key: str) -> dict:
         await asyncio.to_thread(lapse, op["id"])
-        await asyncio.sleep(1)
+        assert await asyncio.to_thread(heartbeat_refused.wait, 60)
         return {"paid": invoice}
 
     with pytest.raises(StaleState) as lost:
@@ -355,7 +384,7 @@ def test_an_async_tool_that_lost_its_lease_records_nothing_more(ovs, aovs, run_i
 
 
 def test_a_lost_lease_stops_an_agent_framework_run_as_any_oversight_error_does(
-    aovs, run_id, reviewer
+    aovs, run_id, reviewer, heartbeat_refused
 ):
     """The adapter fails closed: the model is not told "Function failed" (it would go on,
     or try again under another call id); the workflow stops (set aside in ``failed``),
@@ -374,7 +403,7 @@ def test_a_lost_lease_stops_an_agent_framework_run_as_any_oversight_error_does(
         """Pay a supplier invoice."""
         op = await asyncio.to_thread(Operation.objects.get, call_id="pay-1")
         await asyncio.to_thread(lapse, op.pk)  # as if this process had been paused
-        await asyncio.sleep(1)
+        assert await asyncio.to_thread(heartbeat_refused.wait, 60)
         return {"paid": invoice}
 
     driver = WorkflowDriver(lambda: paying_workflow(pay_invoice), aovs, tools=[pay_invoice])
@@ -408,7 +437,7 @@ def first_caller(live_server, client_token, ovs, run_id, reviewer, tmp_path):
         )
         started.append(child)
         assert said(child) == "FIRING"
-        os.kill(child.pid, signal.SIGSTOP)
+        wait_until(lambda: stopped(child.pid), message="the first caller pausing")
         return child
 
     yield start

@@ -2,7 +2,6 @@
 lease, a fencing epoch and the operation's idempotency key; then intent, outcome and
 verification, or the rollback plan / an alert."""
 
-import time
 from datetime import timedelta
 
 import pytest
@@ -16,6 +15,7 @@ from runs.services.runs import cancel_run
 from tests.api_helpers import agent_proposal, problem
 from tests.conftest import AGENT
 from tests.helpers import decide_on, stored
+from tests.processes import leases_lapsed
 
 pytest_plugins = ["tests.api_helpers"]
 
@@ -526,7 +526,7 @@ def test_after_the_lease_expires_a_new_claim_takes_over(api, push):
     claimed(api, push, executor="first", lease_seconds=1)
     step(api, push, "intent", {"epoch": 1, "snapshot": {"remote_head": "abc123"}})
     assert problem(step(api, push, "claim"), 409)["error"] == "stale_version"
-    time.sleep(1.1)
+    leases_lapsed()
 
     takeover = claimed(api, push, executor="second")
     assert takeover["epoch"] == 2

@@ -2,7 +2,6 @@
 executes while its function (or undo) runs, in the database's clock and only while its
 epoch holds a live lease; otherwise 409, so that it learns it lost it."""
 
-import time
 from datetime import datetime, timedelta
 
 import pytest
@@ -11,6 +10,7 @@ from runs.clock import db_now
 from runs.models import Checkpoint, Operation
 from tests.api_helpers import agent_proposal, problem
 from tests.helpers import decide_on, stored
+from tests.processes import wait_until
 
 pytest_plugins = ["tests.api_helpers"]
 
@@ -58,11 +58,10 @@ def test_a_heartbeat_extends_the_lease_from_now_in_the_database_clock(api, claim
 
 
 def test_a_renewed_lease_is_not_taken_over_when_it_would_have_lapsed(api, claimed):
-    Operation.objects.filter(pk=claimed.pk).update(
-        lease_expires_at=db_now() + timedelta(milliseconds=300)
-    )
+    lapsing = db_now() + timedelta(milliseconds=300)
+    Operation.objects.filter(pk=claimed.pk).update(lease_expires_at=lapsing)
     assert beat(api, claimed, lease_seconds=60).status_code == 200
-    time.sleep(0.5)
+    wait_until(lambda: db_now() > lapsing, message="the old lease's end")
     takeover = api.post(f"/operations/{claimed.pk}/claim", {})
     assert problem(takeover, 409)["error"] == "stale_version"
 

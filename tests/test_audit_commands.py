@@ -3,7 +3,6 @@
 import sqlite3
 import subprocess
 import sys
-import time
 from contextlib import closing
 from decimal import Decimal
 from io import StringIO
@@ -15,7 +14,7 @@ from django.db import connection
 from runs.models import Account, ApprovalPolicy, Checkpoint, LedgerEntry, Operation
 from runs.services.runs import start_run
 from tests.conftest import AGENT
-from tests.processes import ROOT, child_env
+from tests.processes import ROOT, child_env, wait_until
 
 sqlite_only = pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's backup API")
 
@@ -64,8 +63,8 @@ def test_backup_while_a_worker_commits_then_restore_holds_every_invariant(
         stderr=subprocess.PIPE,
         text=True,
     )
-    while not Operation.objects.filter(status="committed").exists():
-        time.sleep(0.02)
+    first = Operation.objects.filter(status="committed").exists
+    wait_until(first, message="the worker's first commit", process=worker)
     call_command("backup", str(tmp_path / "backup.sqlite3"), stdout=StringIO())
     assert worker.wait(timeout=120) == 0, worker.stderr.read()
     committed_at_the_end = Operation.objects.filter(status="committed").count()

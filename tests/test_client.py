@@ -40,8 +40,9 @@ from runs.services.runs import cancel_run
 from runs.transitions import transition_operation
 from tests.client_helpers import NOTE, deciding
 from tests.helpers import decide_on
+from tests.processes import leases_lapsed
 
-pytest_plugins = ["tests.client_helpers"]
+pytest_plugins = ["tests.client_helpers", "tests.ports"]
 
 
 @pytest.fixture
@@ -338,7 +339,7 @@ def test_a_tool_verifies_an_interrupted_attempt_instead_of_running_again(
     claim = ovs.claim(op["id"], lease_seconds=1)
     ovs.record_intent(op["id"], claim["epoch"], {"function": "append_note"})
     notes.write_text(f"paid [{claim['idempotency_key']}]\n")
-    time.sleep(1.2)  # its lease runs out
+    leases_lapsed()
 
     calls = []
     append_note = note_tool(ovs, calls)
@@ -614,10 +615,8 @@ def test_a_lost_response_is_replayed_not_repeated(flaky, run_id):
     assert ovs.message(run_id, "said twice") == 2
 
 
-def test_an_unreachable_server_raises_after_the_retries(client_token):
-    with socket.create_server(("127.0.0.1", 0)) as spare:
-        port = spare.getsockname()[1]
-    ovs = Oversight(f"http://127.0.0.1:{port}", client_token, retries=2, backoff=0.01)
+def test_an_unreachable_server_raises_after_the_retries(client_token, refused_port):
+    ovs = Oversight(f"http://127.0.0.1:{refused_port}", client_token, retries=2, backoff=0.01)
     with pytest.raises(Unreachable) as unreachable:
         ovs.open_session()
     assert unreachable.value.status is None

@@ -5,7 +5,6 @@ without a thread each, and the same retries over its own HTTP/1.1 transport."""
 import asyncio
 import http.server
 import json
-import socket
 import subprocess
 import sys
 import textwrap
@@ -28,9 +27,10 @@ from runs.models import Message, Operation
 from tests.client_helpers import NOTE, answering, client_for, deciding
 from tests.helpers import decide_on
 from tests.processes import ROOT
+from tests.test_api_waits import until_long_polls_wait
 from tests.test_client import FlakyProxy
 
-pytest_plugins = ["tests.client_helpers"]
+pytest_plugins = ["tests.client_helpers", "tests.ports"]
 
 
 @pytest.fixture
@@ -145,10 +145,8 @@ def test_errors_are_typed_and_lost_responses_replayed(aovs, live_server, client_
     assert Message.objects.filter(run_id=run_id).count() == 1
 
 
-def test_an_unreachable_server_raises_after_the_retries(client_token):
-    with socket.create_server(("127.0.0.1", 0)) as spare:
-        port = spare.getsockname()[1]
-    dead = AsyncOversight(f"http://127.0.0.1:{port}", client_token, retries=2, backoff=0.01)
+def test_an_unreachable_server_raises_after_the_retries(client_token, refused_port):
+    dead = AsyncOversight(f"http://127.0.0.1:{refused_port}", client_token, retries=2, backoff=0.01)
     with pytest.raises(Unreachable):
         asyncio.run(dead.open_session())
 
@@ -197,11 +195,16 @@ WAITING_AGENT = textwrap.dedent(
     from oversight_client import AsyncOversight
 
     async def main(base, token, ids):
-        ovs = AsyncOversight(base, token, timeout=10, backoff=0.01)
+        ovs = AsyncOversight(base, token, timeout=10, backoff=0.01, max_waits=None)
         await ovs.operation(ids[0])  # connected once: the host name is resolved
         before = threading.active_count()
         waits = [asyncio.create_task(ovs.wait(op, timeout=120)) for op in ids]
-        await asyncio.sleep(2)
+        # The test says "go" once the server holds every wait; read on the loop, with
+        # no thread of its own.
+        told = asyncio.StreamReader()
+        protocol = asyncio.StreamReaderProtocol(told)
+        await asyncio.get_running_loop().connect_read_pipe(lambda: protocol, sys.stdin)
+        await told.readline()
         print("waiting", before, threading.active_count(), flush=True)
         settled = await asyncio.gather(*waits)
         print(json.dumps([op["status"] for op in settled]), threading.active_count(), flush=True)
@@ -221,11 +224,15 @@ def test_many_waits_share_one_thread(settings, live_server, client_token, run_id
     agent = subprocess.Popen(
         [sys.executable, "-c", WAITING_AGENT, live_server.url, client_token, json.dumps(ops)],
         cwd=Path(ROOT),
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
+        until_long_polls_wait(WAITS)
+        agent.stdin.write("go\n")
+        agent.stdin.flush()
         waiting = agent.stdout.readline().split()
         assert waiting[0] == "waiting", agent.stderr.read()
         assert waiting[1] == waiting[2], f"threads before and while waiting: {waiting[1:]}"

@@ -2,7 +2,7 @@
 lookups, idempotency keys on creates, messages read back, the action catalogue, proposals
 with their why, one output for every executor, and waits that fail closed."""
 
-import time
+import logging
 from datetime import timedelta
 
 import pytest
@@ -16,6 +16,7 @@ from runs.models import Message, Operation, Run, Session
 from runs.transitions import transition_operation
 from tests.client_helpers import NOTE, client_for, deciding, reviewing
 from tests.helpers import decide_on
+from tests.processes import leases_lapsed
 
 WRITE = {"path": "notes/today.md", "content": "hello\n", "expected_sha256": None}
 
@@ -107,7 +108,7 @@ def test_a_takeover_returns_what_verify_observed(ovs, run_id, reviewer, tmp_path
     claim = ovs.claim(op["id"], lease_seconds=1)
     ovs.record_intent(op["id"], claim["epoch"], {"function": "append_note"})
     notes.write_text(f"paid [{claim['idempotency_key']}]\n")
-    time.sleep(1.2)  # its lease runs out
+    leases_lapsed()
 
     def read_back(arguments: dict, key: str) -> Observed:
         lines = notes.read_text().splitlines()
@@ -143,7 +144,7 @@ def test_a_server_action_the_client_gave_up_on_never_fires(
 
 
 def test_a_wait_that_runs_out_while_oversight_executes_waits_for_the_outcome(
-    live_server, client_token, run_id, reviewer
+    live_server, client_token, run_id, reviewer, caplog
 ):
     """The withdrawal is refused once a worker holds the operation: the client does not
     pretend it stopped what it cannot stop; it waits for the outcome."""
@@ -151,7 +152,7 @@ def test_a_wait_that_runs_out_while_oversight_executes_waits_for_the_outcome(
     op = impatient.propose(run_id, "write-1", "file.write", WRITE, rollback_kind="in_band")
     decide_on(Operation.objects.get(pk=op["id"]), reviewer)
     taken = claim_next(worker="w1", lease=timedelta(seconds=60))
-    later = time.monotonic() + 2.5
+    refused = f"Conflict: /api/v1/operations/{op['id']}/withdraw"  # Django's request log
 
     def fail(operation: Operation) -> None:
         why = "the effect did not happen: the disk is full"
@@ -163,10 +164,14 @@ def test_a_wait_that_runs_out_while_oversight_executes_waits_for_the_outcome(
             changes={"status_reason": why, "result": {"verified": False, "effect": "absent"}},
         )
 
-    def executed_for_a_while() -> Operation | None:
-        return taken if time.monotonic() > later else None
+    def withdrawal_refused() -> Operation | None:
+        return taken if refused in caplog.messages else None
 
-    with reviewing(executed_for_a_while, fail, "the worker"), pytest.raises(Failed) as failed:
+    with (
+        caplog.at_level(logging.WARNING, logger="django.request"),
+        reviewing(withdrawal_refused, fail, "the refused withdrawal"),
+        pytest.raises(Failed) as failed,
+    ):
         impatient.wait(op["id"])
     assert failed.value.detail == "the effect did not happen: the disk is full"
     assert Operation.objects.get(pk=op["id"]).status == "failed"

@@ -21,6 +21,7 @@ from oversight_client import AsyncOversight, InvalidResponse, Oversight, WaitTim
 from runs.models import Operation
 from tests.client_helpers import NOTE, client_for, reviewing
 from tests.helpers import decide_on
+from tests.test_api_waits import until_long_polls_wait
 from tests.test_client import FlakyProxy, read_request
 
 CLIENTS = [Oversight, AsyncOversight]
@@ -74,11 +75,13 @@ def test_a_cancelled_async_tool_withdraws_its_proposal_but_not_its_execution(
 ):
     aovs = client_for(live_server, client_token, AsyncOversight)
     running: list[str] = []
+    started = asyncio.Event()
 
     @aovs.tool(**NOTE, verify=lambda arguments, key: "absent")
     async def append_note(line: str, *, idempotency_key: str) -> None:
         running.append(line)
-        await asyncio.sleep(60)
+        started.set()
+        await asyncio.Event().wait()  # Runs until cancelled.
 
     async def impatient() -> None:
         await asyncio.wait_for(append_note(run_id, "note-1", line="paid"), 2)
@@ -89,8 +92,7 @@ def test_a_cancelled_async_tool_withdraws_its_proposal_but_not_its_execution(
 
     async def cancelled_while_running() -> None:
         task = asyncio.create_task(append_note(run_id, "note-2", line="sent"))
-        while not running:
-            await asyncio.sleep(0.05)
+        await started.wait()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -113,7 +115,7 @@ class SlowProposals(FlakyProxy):
         request = read_request(client)
         response = self.forward(request)
         if re.match(rb"POST \S+/operations ", request):
-            time.sleep(3)
+            time.sleep(3)  # simulates a slow target
         with suppress(OSError):  # the client may have gone
             client.sendall(response)
 
@@ -177,12 +179,12 @@ def test_long_polls_keep_within_the_servers_longest_wait(
     client = client_for(live_server, client_token, cls)
     op = proposed(ovs, run_id)
 
-    def approve_a_second_later(found: Operation) -> None:
-        time.sleep(1)  # while the client long-polls
+    def approve_while_it_long_polls(found: Operation) -> None:
+        until_long_polls_wait(1)
         decide_on(found, reviewer)
 
     proposal = Operation.objects.filter(pk=op["id"], status="proposed").first
-    with reviewing(proposal, approve_a_second_later, "the proposal"):
+    with reviewing(proposal, approve_while_it_long_polls, "the proposal"):
         waited = drive(client.wait(op["id"], timeout=60))
     assert waited["status"] == "approved"
     assert first_event(client)["seq"] == 1
@@ -335,7 +337,7 @@ def counting_long_polls() -> Iterator[tuple[str, list[int]]]:
             with lock:
                 now[0] += 1
                 peak[0] = max(peak[0], now[0])
-            time.sleep(0.5)
+            time.sleep(0.5)  # simulates a slow target
             with lock:
                 now[0] -= 1
             self.send_response(200)

@@ -7,7 +7,6 @@ The SMTP mailer gets its server and a timeout, which bounds an email delivery's 
 import logging
 import smtplib
 import threading
-import time
 from datetime import timedelta
 from email import message_from_bytes, policy
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,7 +24,8 @@ from runs.engine.worker import Worker
 from runs.models import Alert, AlertDelivery
 from runs.services.alerts import send_alert_again
 from tests.helpers import project_settings
-from tests.processes import free_port
+
+pytest_plugins = ["tests.ports"]
 
 SMTP = "django.core.mail.backends.smtp.EmailBackend"
 DELIVERED = AlertDelivery.Status.DELIVERED
@@ -74,9 +74,9 @@ def delivery(run, hook) -> AlertDelivery:
 
 
 @pytest.fixture
-def refused(run) -> AlertDelivery:
+def refused(run, refused_port) -> AlertDelivery:
     """A webhook delivery to a port nobody listens on: each attempt is refused."""
-    return webhook_to(run, f"http://127.0.0.1:{free_port()}/hook")
+    return webhook_to(run, f"http://127.0.0.1:{refused_port}/hook")
 
 
 def in_thread(target) -> threading.Thread:
@@ -111,12 +111,25 @@ def first_held_then_failed(hook) -> tuple[threading.Event, threading.Event]:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_slow_webhook_is_not_sent_again_by_a_second_worker(delivery, hook, settings):
-    assert settings.OVERSIGHT_HTTP_TIMEOUT == 10
-    hook.answer = lambda _number: time.sleep(6) or 200  # Slow, but within the timeout.
+    """The first worker's claim outlasts the longest its send may take (the timeout):
+    while the receiver takes its time, however long within it, a second finds it held."""
+    in_flight, may_answer = threading.Event(), threading.Event()
+
+    def answer_when_told(_number: int) -> int:
+        in_flight.set()
+        may_answer.wait(timeout=60)
+        return 200
+
+    hook.answer = answer_when_told
+    timeout = timedelta(seconds=settings.OVERSIGHT_HTTP_TIMEOUT)
+    before = db_now()
 
     first = in_thread(deliver_due)
-    time.sleep(5.5)
+    assert in_flight.wait(timeout=60)
+    delivery.refresh_from_db()
+    assert delivery.next_attempt_at > before + timeout
     assert deliver_due() == 0  # The first worker still holds it.
+    may_answer.set()
     first.join()
 
     delivery.refresh_from_db()
@@ -339,9 +352,9 @@ def test_a_failed_attempt_is_logged_with_its_reason_and_not_its_target(delivery,
     )
 
 
-def test_a_refused_email_is_logged_in_the_mail_s_own_words(run, settings, caplog):
+def test_a_refused_email_is_logged_in_the_mail_s_own_words(run, settings, caplog, refused_port):
     settings.MAILERS = {
-        "default": {"BACKEND": SMTP, "OPTIONS": {"host": "127.0.0.1", "port": free_port()}}
+        "default": {"BACKEND": SMTP, "OPTIONS": {"host": "127.0.0.1", "port": refused_port}}
     }
     alert = Alert.objects.create(project=run.project, run=run, summary="Reconcile the ledger")
     email = AlertDelivery.objects.create(

@@ -7,7 +7,6 @@ never proposes again and never repeats an effect."""
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from django.utils import timezone
@@ -17,7 +16,7 @@ from runs.models import Operation
 from runs.services.decisions import decide, expire_if_due
 from runs.services.runs import cancel_run
 from runs.services.tokens import issue_token
-from tests.processes import ROOT, child_env, free_port
+from tests.processes import ROOT, Output, child_env, listening_port, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,14 +44,9 @@ class Agent:
         self.process.wait(timeout=10)
 
 
-def proposed(call_id: str, timeout: float = 20) -> Operation:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        op = Operation.objects.filter(call_id=call_id, status="proposed").first()
-        if op:
-            return op
-        time.sleep(0.1)
-    raise AssertionError(f"{call_id} was never proposed")
+def proposed(call_id: str) -> Operation:
+    waiting = Operation.objects.filter(call_id=call_id, status="proposed")
+    return wait_until(waiting.first, message=f"{call_id} proposed")
 
 
 def approve(op: Operation, reviewer, **changes) -> None:
@@ -67,27 +61,30 @@ def approve(op: Operation, reviewer, **changes) -> None:
     )
 
 
+def manage_started(*args: str, stdout=subprocess.DEVNULL) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=child_env(),
+        stdout=stdout,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+
+
 @pytest.fixture
 def servers(project, owner):
-    web_port = free_port()
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "manage.py", *args],
-            cwd=ROOT,
-            env=child_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for args in (
-            ["runserver", "--noreload", f"127.0.0.1:{web_port}"],
-            ["runworker", "--idle-seconds", "0.1"],
-        )
-    ]
-    _, token = issue_token(project=project, name="e2e", owner_username=owner.username)
-    yield f"http://127.0.0.1:{web_port}", token
-    for process in processes:
-        process.terminate()
-        process.wait(timeout=10)
+    """The web server, on the port the system gave it, and a worker; an agent's token."""
+    web = manage_started("runserver", "--noreload", "127.0.0.1:0", stdout=subprocess.PIPE)
+    processes = [web, manage_started("runworker", "--idle-seconds", "0.1")]
+    try:
+        web_port = listening_port(Output(web.stdout), web)
+        _, token = issue_token(project=project, name="e2e", owner_username=owner.username)
+        yield f"http://127.0.0.1:{web_port}", token
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(timeout=10)
 
 
 def test_agent_survives_kills_and_never_repeats_itself(servers, tmp_path, reviewer, admin_user):

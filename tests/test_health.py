@@ -14,7 +14,8 @@ from runs.engine.deliveries import deliver_due
 from runs.engine.worker import Worker
 from runs.models import Alert, AlertDelivery, WorkerHeartbeat
 from runs.services.alerts import acknowledge_alert, resolve_alert
-from tests.processes import free_port
+
+pytest_plugins = ["tests.ports"]
 
 pytestmark = pytest.mark.django_db
 
@@ -72,14 +73,14 @@ def test_a_delivery_backlog_is_unhealthy(client, settings, run):
     assert response.json()["checks"]["alert_deliveries"] == {"ok": False, "pending": 2}
 
 
-def test_the_database_out_of_reach_is_unhealthy(client):
+def test_the_database_out_of_reach_is_unhealthy(client, refused_port):
     """SQLite's file moved away, or PostgreSQL's server gone (nothing listens where it
     was): the check fails, the answer still comes."""
     Worker("health-worker").housekeeping()
     gone = (
         {"NAME": "/nonexistent/folder/oversight.sqlite3"}
         if connection.vendor == "sqlite"
-        else {"HOST": "127.0.0.1", "PORT": str(free_port())}
+        else {"HOST": "127.0.0.1", "PORT": str(refused_port)}
     )
     saved = dict(connection.settings_dict)
     connection.close()
@@ -101,8 +102,10 @@ def test_the_database_out_of_reach_is_unhealthy(client):
 SMTP = "django.core.mail.backends.smtp.EmailBackend"
 
 
-def nobody_listens() -> str:
-    return f"http://127.0.0.1:{free_port()}/hook"
+@pytest.fixture
+def nobody_listens(refused_port) -> str:
+    """A webhook where nobody listens."""
+    return f"http://127.0.0.1:{refused_port}/hook"
 
 
 def alert_with(run, *deliveries: tuple[str, str]) -> Alert:
@@ -114,12 +117,14 @@ def alert_with(run, *deliveries: tuple[str, str]) -> Alert:
     return alert
 
 
-def test_an_open_alert_no_delivery_reached_is_degraded(client, run, settings, admin_user):
+def test_an_open_alert_no_delivery_reached_is_degraded(
+    client, run, settings, admin_user, refused_port, nobody_listens
+):
     settings.MAILERS = {
-        "default": {"BACKEND": SMTP, "OPTIONS": {"host": "127.0.0.1", "port": free_port()}}
+        "default": {"BACKEND": SMTP, "OPTIONS": {"host": "127.0.0.1", "port": refused_port}}
     }
     Worker("health-worker").housekeeping()
-    alert = alert_with(run, ("webhook", nobody_listens()), ("email", "ops@example.com"))
+    alert = alert_with(run, ("webhook", nobody_listens), ("email", "ops@example.com"))
     assert client.get("/healthz").status_code == 200  # Not tried yet: nothing failed.
 
     assert deliver_due() == 2  # Nobody listens at either: both fail.
@@ -136,10 +141,12 @@ def test_an_open_alert_no_delivery_reached_is_degraded(client, run, settings, ad
     assert client.get("/healthz").json()["status"] == "ok"
 
 
-def test_one_delivery_made_is_enough_and_an_alert_without_channels_is_no_news(client, run):
+def test_one_delivery_made_is_enough_and_an_alert_without_channels_is_no_news(
+    client, run, nobody_listens
+):
     Worker("health-worker").housekeeping()
     alert_with(run)  # Only in-app: no admin with an email, no webhook.
-    alert = alert_with(run, ("webhook", nobody_listens()))
+    alert = alert_with(run, ("webhook", nobody_listens))
     alert.deliveries.create(channel="email", target="ops@example.com", next_attempt_at=db_now())
 
     assert deliver_due() == 2  # The email goes out; the webhook is refused.
@@ -151,8 +158,8 @@ def test_one_delivery_made_is_enough_and_an_alert_without_channels_is_no_news(cl
     assert response.json()["checks"]["open_alerts"] == {"ok": True, "undelivered": 0}
 
 
-def test_degraded_and_down_together_is_unhealthy(client, run):
-    alert_with(run, ("webhook", nobody_listens()))
+def test_degraded_and_down_together_is_unhealthy(client, run, nobody_listens):
+    alert_with(run, ("webhook", nobody_listens))
     deliver_due()
 
     body = client.get("/healthz").json()

@@ -277,8 +277,8 @@ def test_a_node_rolling_back_its_own_transaction_keeps_the_checkpoints_saved_mea
     def work(state: Counted) -> Counted:
         try:
             with transaction.atomic():
-                Checkpoint.objects.count()  # the node's own ORM work…
-                time.sleep(0.3)  # …while LangGraph saves the previous step
+                Checkpoint.objects.count()  # the node's own ORM work, which takes time…
+                time.sleep(0.3)  # simulates a slow target (LangGraph saves meanwhile)
                 raise Undone
         except Undone:
             pass

@@ -3,14 +3,14 @@
 comes after waits behind it until the index is built: agents' proposals would stop for
 as long as a large history takes to index. Built ``CONCURRENTLY``, writes go on."""
 
-import time
+from functools import partial
 
 import psycopg
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from tests.processes import manage_started
+from tests.processes import manage_started, wait_until
 
 pytestmark = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="SQLite builds an index in its one writer's turn"
@@ -78,11 +78,8 @@ def test_an_index_is_built_while_the_table_takes_writes(before, migration, table
         # A transaction that writes to the table and has not committed yet.
         writing.execute(f"LOCK TABLE {table} IN ROW EXCLUSIVE MODE")
         migrating = manage_started("migrate", "runs", migration)
-        deadline = time.monotonic() + 60
-        while not waiting_to_build(watching):
-            assert migrating.poll() is None, migrating.communicate()
-            assert time.monotonic() < deadline, "the migration never reached its index"
-            time.sleep(0.05)
+        reached = partial(waiting_to_build, watching)
+        wait_until(reached, 60, "the migration reaching its index", migrating)
 
         # Another writer comes meanwhile: it must not queue behind the index.
         other.execute("SET lock_timeout = '2s'")

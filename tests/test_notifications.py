@@ -92,7 +92,7 @@ class SlowBackend(LocmemBackend):
     """A mail server that takes its time, so two workers' sends overlap."""
 
     def send_messages(self, messages) -> int:
-        time.sleep(0.5)
+        time.sleep(0.5)  # simulates a slow target
         return super().send_messages(messages)
 
 

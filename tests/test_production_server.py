@@ -20,7 +20,16 @@ from pathlib import Path
 import pytest
 from django.core.management import get_commands, load_command_class
 
-from tests.processes import FRESH_INSTALLATION, ROOT, clean_env, free_port, manage_in
+from tests.processes import (
+    FRESH_INSTALLATION,
+    ROOT,
+    Output,
+    clean_env,
+    listening_port,
+    manage_in,
+    wait_until,
+)
+from tests.test_api_waits import LONGEST_WAIT
 
 pytestmark = [pytest.mark.timeout(180), FRESH_INSTALLATION]
 PASSWORD = "production-server-password"
@@ -67,18 +76,14 @@ def start(name: str, env: dict[str, str]) -> subprocess.Popen:
     )
 
 
-def healthz(browser: Browser, until: set[int], process: subprocess.Popen, seconds: float = 60):
-    deadline = time.monotonic() + seconds
-    while True:
-        assert process.poll() is None, process.stdout.read()
-        try:
-            response, text = browser.request("GET", "/healthz", proxied=False)
-            if response.status in until:
-                return text
-        except OSError:
-            pass  # not listening yet
-        assert time.monotonic() < deadline, f"/healthz never answered {until}"
-        time.sleep(0.2)
+def healthz(browser: Browser, until: set[int], process: subprocess.Popen) -> str:
+    """/healthz's page, once it answers with a status of ``until``."""
+
+    def answered() -> str | None:
+        response, text = browser.request("GET", "/healthz", proxied=False)
+        return text if response.status in until else None
+
+    return wait_until(answered, message=f"/healthz answering {until}", process=process)
 
 
 def stop(process: subprocess.Popen) -> int:
@@ -104,11 +109,12 @@ def deployment(tmp_path_factory):
 
 
 def test_the_procfile_serves_signed_in_pages_and_turns_healthy_with_its_worker(deployment):
-    port = free_port()
-    browser = Browser(port)
-    web = start("web", deployment | {"PORT": str(port)})
+    web = start("web", deployment | {"PORT": "0"})
+    said = Output(web.stdout)
     worker = None
     try:
+        port = listening_port(said, web)
+        browser = Browser(port)
         assert '"workers": {"ok": false' in healthz(browser, {503}, web)
         worker = start("worker", deployment)
         assert '"ok": true' in healthz(browser, {200}, web)
@@ -145,8 +151,7 @@ def test_the_procfile_serves_signed_in_pages_and_turns_healthy_with_its_worker(d
         assert stop(web) == 0
         if worker is not None:
             assert stop(worker) == 0
-    for process in (web, worker):
-        lines = process.stdout.read().splitlines()
+    for lines in (said.text().splitlines(), worker.stdout.read().splitlines()):
         assert lines and all(json.loads(line)["message"] for line in lines), "one JSON each"
 
 
@@ -200,16 +205,16 @@ def issued(deployment, project: str, name: str) -> str:
 
 @contextmanager
 def small_server(env: dict[str, str]) -> Iterator[tuple[int, subprocess.Popen]]:
-    """``serve`` with one process of two threads for requests, listening; its port and
-    process, stopped cleanly at the end."""
-    port = free_port()
+    """``serve`` with one process of two threads for requests, listening on the port the
+    system gave it; its port and process, stopped cleanly at the end."""
     web = subprocess.Popen(
-        [".venv/bin/python", "manage.py", "serve", "--bind", f"127.0.0.1:{port}",
+        [".venv/bin/python", "manage.py", "serve", "--bind", "127.0.0.1:0",
          "--processes", "1", "--threads", "2"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
-        healthz(Browser(port), {200, 503}, web)  # Listening (a worker beat earlier, or none).
+        port = listening_port(Output(web.stdout), web)
+        healthz(Browser(port), {200, 503}, web)  # Answering (a worker beat earlier, or none).
         yield port, web
     finally:
         assert stop(web) == 0
@@ -242,17 +247,12 @@ def test_waiting_long_polls_hold_no_server_thread(deployment):
         with ThreadPoolExecutor(WAITS) as agents:
             waits = [agents.submit(api, port, token, "GET", path) for _ in range(WAITS)]
             # All of them in: each holds a slot of its token's cap and one of all.
-            deadline = time.monotonic() + 25  # Within their wait of 30 s.
-            while flocks_held(worker) < 2 * WAITS:
-                assert time.monotonic() < deadline, f"{flocks_held(worker) // 2} waits in"
-                time.sleep(0.2)
+            # Within their wait of 30 s.
+            wait_until(lambda: flocks_held(worker) >= 2 * WAITS, 25, f"all {WAITS} waits in")
             # Each wait takes a thread for its first reads, then waits holding none:
             # the process keeps its threads for requests and a few of its own (one
             # watching the rows all the waits wait on, the event loop's few helpers).
-            deadline = time.monotonic() + 20
-            while (now := threads(worker)) > idle + 8:
-                assert time.monotonic() < deadline, f"{now} threads, {idle} before"
-                time.sleep(0.5)
+            wait_until(lambda: threads(worker) <= idle + 8, 20, f"at most {idle + 8} threads")
             page, _ = Browser(port).request("GET", "/accounts/login/")
             assert page.status == 200
             withdrawn = time.monotonic()
@@ -284,8 +284,10 @@ def test_a_long_poll_on_the_event_loop_keeps_the_apis_boundaries(deployment):
         for path in (f"/operations/{operation['id']}", f"/requests/{question['id']}"):
             for token in (neighbour, stranger):
                 started = time.monotonic()
-                status, body = api(port, token, "GET", f"{path}?wait=5")
-                assert (status, time.monotonic() - started < 2) == (404, True), (path, body)
+                status, body = api(port, token, "GET", f"{path}?wait={LONGEST_WAIT}")
+                # A wait let in would have lasted its whole time: nothing changes.
+                waited = time.monotonic() - started >= LONGEST_WAIT
+                assert (status, waited) == (404, False), (path, body)
                 assert "Which one?" not in json.dumps(body)
                 assert "ledger.transfer" not in json.dumps(body)
             for token in ("", "ovs_not-a-token"):

@@ -1,5 +1,6 @@
 import html
 import re
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -10,7 +11,8 @@ from runs.clock import db_now
 from runs.engine.deliveries import deliver_due
 from runs.engine.worker import Worker
 from runs.models import Alert, AlertDelivery, Checkpoint, Run
-from tests.processes import free_port
+
+pytest_plugins = ["tests.ports"]
 
 
 def nav_alerts(page: str) -> int:
@@ -27,15 +29,16 @@ def alert(approved, admin_user) -> Alert:
 
 
 @pytest.fixture
-def webhook_port(settings) -> int:
-    """The alerts' webhook, on a port where nobody listens yet: each attempt is refused."""
-    port = free_port()
+def webhook_socket(settings, refusing_socket) -> socket.socket:
+    """The alerts' webhook, on a port where nobody listens yet: each attempt is refused.
+    The receiver listens on that socket at last (``webhook_back``)."""
+    port = refusing_socket.getsockname()[1]
     settings.OVERSIGHT_ALERT_WEBHOOK_URL = f"http://127.0.0.1:{port}/hook"
-    return port
+    return refusing_socket
 
 
 @pytest.fixture
-def undelivered(webhook_port, approved, admin_user) -> Alert:
+def undelivered(webhook_socket, approved, admin_user) -> Alert:
     """An alert emailed to the admin, whose webhook was refused."""
     op = approved("http-rigged-no-undo")
     Worker().drain()
@@ -55,9 +58,12 @@ class Hook(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def webhook_back(webhook_port):
+def webhook_back(webhook_socket):
     """The webhook's receiver, listening at last."""
-    server = ThreadingHTTPServer(("127.0.0.1", webhook_port), Hook)
+    server = ThreadingHTTPServer(webhook_socket.getsockname(), Hook, bind_and_activate=False)
+    server.socket.close()
+    server.socket = webhook_socket
+    server.server_activate()
     server.posts = 0
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server
@@ -181,7 +187,7 @@ def test_a_delivery_being_retried_shows_why_and_its_next_try(as_admin, undeliver
     assert f"/alerts/{undelivered.pk}/send-again/" in page
 
 
-def test_a_delivery_given_up_says_so(as_admin, settings, webhook_port, approved, admin_user):
+def test_a_delivery_given_up_says_so(as_admin, settings, webhook_socket, approved, admin_user):
     settings.OVERSIGHT_ALERT_MAX_ATTEMPTS = 1
     approved("http-rigged-no-undo")
     Worker().drain()
