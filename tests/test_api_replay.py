@@ -4,11 +4,9 @@ a server error, a process killed mid-request, or with a retry racing the first a
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from datetime import timedelta
@@ -23,7 +21,8 @@ from runs.engine.worker import Worker
 from runs.models import AgentToken, ApiReplay, Artifact, Operation, Session
 from tests.api_helpers import PREFIX, Api, agent_proposal, artifact_body, problem, proposal
 from tests.helpers import decide_on, stored
-from tests.processes import ROOT, child_env, free_port, spawn
+from tests.overlap import Timeline, assert_overlapped, attempt, hold_until_waited_on
+from tests.processes import ROOT, Output, child_env, listening_port, spawn
 
 pytest_plugins = ["tests.api_helpers"]
 
@@ -197,30 +196,17 @@ def test_a_server_error_after_the_writes_leaves_nothing_and_the_retry_runs_once(
     assert list(run.messages.values_list("seq", flat=True)) == [1]
 
 
-def listening(process: subprocess.Popen, port: int) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            if process.poll() is not None:
-                raise AssertionError(process.stderr.read()) from None
-            time.sleep(0.1)
-    raise AssertionError(f"nothing listens on port {port}")
-
-
 @pytest.fixture
 def start_server():
-    """``start_server(command)``: a process serving the API on a free port, stopped at
-    the end of the test; returns the API's base URL."""
+    """``start_server(command)``: a process serving the API on the port the system gives
+    it (``command("127.0.0.1:0")``), stopped at the end of the test; returns it and the
+    API's base URL."""
     processes = []
 
     def start(command) -> tuple[subprocess.Popen, str]:
-        port = free_port()
-        process = command(f"127.0.0.1:{port}")
+        process = command("127.0.0.1:0")
         processes.append(process)
-        listening(process, port)
+        port = listening_port(Output(process.stdout), process)
         return process, f"http://127.0.0.1:{port}{PREFIX}"
 
     yield start
@@ -252,7 +238,7 @@ def runserver(address: str) -> subprocess.Popen:
         [sys.executable, "manage.py", "runserver", "--noreload", address],
         cwd=ROOT,
         env=child_env(),
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -283,14 +269,16 @@ def test_a_server_killed_after_the_write_leaves_nothing_and_the_retry_runs_once(
 def test_a_retry_sent_while_the_first_attempt_runs_waits_for_its_answer(
     agent_token, run, monkeypatch
 ):
+    """The retry arrives while the first attempt holds its transaction, and the first
+    goes on only once the retry waits for it."""
     path, body = f"/runs/{run.pk}/messages", {"payload": {"text": "once"}}
-    appended = threading.Event()
+    timeline = Timeline()
     append = endpoints.append_message
 
     def slow_append(**kwargs):
         message = append(**kwargs)
-        appended.set()
-        time.sleep(1)  # The first attempt holds its transaction while the retry arrives.
+        timeline.mark("first appended")
+        hold_until_waited_on(timeline, "retry", holder="first")
         return message
 
     monkeypatch.setattr(endpoints, "append_message", slow_append)
@@ -298,18 +286,20 @@ def test_a_retry_sent_while_the_first_attempt_runs_waits_for_its_answer(
 
     def send(name: str) -> None:
         try:
-            answers[name] = Api(agent_token.plain).post(path, body, key="k-1")
+            with attempt(timeline, name):
+                answers[name] = Api(agent_token.plain).post(path, body, key="k-1")
         finally:
             connections.close_all()
 
     first = threading.Thread(target=send, args=["first"])
     first.start()
-    assert appended.wait(timeout=30)
+    assert timeline.wait_for("first appended")
     retry = threading.Thread(target=send, args=["retry"])
     retry.start()
     for thread in (first, retry):
-        thread.join(timeout=60)
+        thread.join(timeout=90)
 
+    assert_overlapped(timeline, "retry", holder="first")
     assert answers["first"].status_code == 201, answers["first"].content
     assert (answers["retry"].status_code, answers["retry"].content) == (
         201,

@@ -4,7 +4,6 @@ operation whose attempts kill their worker runs out of them instead of being tak
 forever."""
 
 import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -16,7 +15,8 @@ from runs.models import LedgerEntry, Operation, Run
 from runs.services.runs import start_run
 from tests.conftest import AGENT
 from tests.helpers import decide_on
-from tests.processes import CHILD_LEASE_LAPSED, crash_worker_at, take_over
+from tests.overlap import DEADLINE_SECONDS
+from tests.processes import crash_worker_at, leases_lapsed, take_over
 
 pytestmark = pytest.mark.django_db(transaction=True)
 LEASE = timedelta(seconds=60)
@@ -38,6 +38,7 @@ class HeldRun:
     def __init__(self, run: Run) -> None:
         self.run = run
         self.locked, self.release = threading.Event(), threading.Event()
+        self.held_until_told = False
         self.thread = threading.Thread(target=self._hold)
 
     def _hold(self) -> None:
@@ -45,7 +46,7 @@ class HeldRun:
             with transaction.atomic():
                 list(Run.objects.select_for_update().filter(pk=self.run.pk))
                 self.locked.set()
-                self.release.wait(30)
+                self.held_until_told = self.release.wait(DEADLINE_SECONDS)
         finally:
             connections.close_all()
 
@@ -57,6 +58,9 @@ class HeldRun:
     def __exit__(self, *exc) -> None:
         self.release.set()
         self.thread.join()
+        # Let go by its deadline instead, it would have let what ran inside the block
+        # through only once it stopped holding the run: the test would prove nothing.
+        assert self.held_until_told, "what ran while the run was held waited for it"
 
 
 @pytest.mark.skipif(
@@ -96,11 +100,11 @@ def test_a_transfer_that_kills_its_worker_in_the_claims_transaction_is_counted(a
 
 
 def crash_repeatedly(times: int, boundary: str, *, step_by_step: bool = False) -> None:
-    """``times`` worker processes in turn, each killed at ``boundary`` (each after the
+    """``times`` worker processes in turn, each killed at ``boundary`` (each once the
     last one's lease lapsed, when it left a claim behind)."""
     for _ in range(times):
         crash_worker_at(boundary, step_by_step=step_by_step)
-        time.sleep(CHILD_LEASE_LAPSED)
+        leases_lapsed()
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,8 @@ both commit; an email that may have left is never recorded as "not executed"; an
 the invariants see two epochs firing where a repeat could apply twice."""
 
 import signal
-import time
+import subprocess
+import sys
 from datetime import timedelta
 from decimal import Decimal
 from io import StringIO
@@ -17,6 +18,7 @@ from django.db import connection
 from runs.actions.files import workspace_of
 from runs.actors import Actor
 from runs.canonical import sha256_hex
+from runs.clock import db_now
 from runs.engine.boundaries import INTENT
 from runs.engine.claims import claim_next
 from runs.models import Account, Alert, LedgerEntry, Operation
@@ -25,13 +27,16 @@ from tests.conftest import AGENT
 from tests.helpers import decide_on
 from tests.processes import (
     CHILD_LEASE_LAPSED,
+    ROOT,
+    child_env,
     crash_worker_at,
     manage,
-    manage_started,
     spawn,
     take_over,
     wait_for_line,
+    wait_until,
 )
+from tests.telling_worker import told
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,6 +50,18 @@ def pause_worker_at(boundary: str, *options: str):
 def wake(worker) -> None:
     worker.send_signal(signal.SIGCONT)
     assert worker.wait(timeout=60) == 0, worker.stderr.read()
+
+
+def started(module: str, *args: str) -> subprocess.Popen:
+    """``python -m MODULE ARGS`` (a worker of the tests') against this test's database."""
+    return subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 # --- A worker paused past its lease ----------------------------------------------------
@@ -123,14 +140,17 @@ def test_a_transfer_paused_in_its_claim_cannot_be_taken_over_and_is_made_once(ap
     time). The paused worker makes the transfer when it wakes, once."""
     op = approved("ledger")
     paused = pause_worker_at(INTENT)
-    time.sleep(CHILD_LEASE_LAPSED)
-    other = manage_started("runworker", "--once", "--lease-seconds", "5")
+    # Its lease, never committed, ends within a second of its pause, in the clock the
+    # claims read.
+    lapsed = db_now() + timedelta(seconds=CHILD_LEASE_LAPSED)
+    wait_until(lambda: db_now() > lapsed, message="the paused worker's lease running out")
+    other = started("tests.telling_worker", "--once", "--lease-seconds", "5")
+    told(other, "STEP")  # Its look for work began while the paused worker holds the run.
     if connection.vendor == "postgresql":
         assert other.wait(timeout=60) == 0, other.communicate()[1]
         op.refresh_from_db()
         assert (op.status, op.fencing_epoch) == ("approved", 0)
     else:
-        time.sleep(CHILD_LEASE_LAPSED)
         assert other.poll() is None  # Still waiting for the database.
     wake(paused)
     _, errors = other.communicate(timeout=60)
@@ -183,11 +203,12 @@ def test_a_worker_whose_clock_runs_ahead_leaves_a_live_lease_alone(approved, acc
 
 
 def test_opposite_transfers_in_two_runs_at_once_both_commit(
-    run, session, propose, reviewer, accounts
+    run, session, propose, reviewer, accounts, tmp_path
 ):
-    """A → B and B → A at the same moment, each holding its first lock for 1.5 s: on
-    PostgreSQL, locking one account then the other deadlocked, and the victim was
-    "compensated" with money that never moved."""
+    """A → B and B → A at the same moment: on PostgreSQL, locking one account then the
+    other deadlocked, and the victim was "compensated" with money that never moved.
+    There, the two workers meet inside their transfers' transactions, each past its
+    first lock before either takes its second, as in that deadlock."""
     Account.objects.filter(name="B").update(balance=Decimal("5000.00"))
     refund = start_run(session=session, goal="Refund", actor=AGENT)
     there = propose("there", arguments={"from": "A", "to": "B", "amount": "200.00"})
@@ -195,9 +216,14 @@ def test_opposite_transfers_in_two_runs_at_once_both_commit(
     decide_on(there, reviewer)
     decide_on(back, reviewer)
 
-    workers = [spawn("slow-ledger-worker") for _ in range(2)]
+    workers = [started("tests.rendezvous_ledger_worker", str(tmp_path)) for _ in range(2)]
+    said = []
     for worker in workers:
-        assert worker.wait(timeout=120) == 0, worker.stderr.read()
+        out, err = worker.communicate(timeout=120)
+        assert worker.returncode == 0, err
+        said.append(out)
+    if connection.vendor == "postgresql":
+        assert said == ["MET\n", "MET\n"]
 
     statuses = Operation.objects.filter(pk__in=[there.pk, back.pk]).values_list("status", flat=True)
     assert set(statuses) == {"committed"}

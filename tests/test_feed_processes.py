@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 
 import pytest
@@ -20,6 +19,13 @@ from runs.transitions import lock_run, record_run_event
 from tests.api_helpers import Api
 from tests.conftest import AGENT
 from tests.helpers import decide_on
+from tests.overlap import (
+    DEADLINE_SECONDS,
+    Timeline,
+    assert_overlapped,
+    attempt,
+    hold_until_waited_on,
+)
 from tests.processes import ROOT, child_env
 from tests.test_api_replay import runserver, start_server  # noqa: F401 (a fixture)
 
@@ -62,6 +68,7 @@ def writer(count: int, *run_ids: int) -> subprocess.Popen:
         [sys.executable, "-m", "tests.feed_writer", str(count), *map(str, run_ids)],
         cwd=ROOT,
         env=child_env(),
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -73,21 +80,21 @@ def test_writers_in_two_processes_and_a_reader_number_the_feed_without_gaps_in_o
 ):
     """Two processes write checkpoints on two runs of one token while a reader numbers
     what has committed: the numbers have no gap, a reader never sees one below a number
-    it saw before, and each run's checkpoints are numbered in their own order."""
+    it saw before, and each run's checkpoints are numbered in their own order. Both
+    writers have written their first round, and the reader read it, before either goes
+    on: the rest they write at the same time."""
     session = open_session(project=project, owner=owner, agent="a", token=agent_token)
     a, b = (start_run(session=session, goal=goal, actor=AGENT) for goal in ("a", "b"))
     count = 40
     writers = [writer(count, a.pk, b.pk), writer(count, b.pk, a.pk)]
-    seen = []
+    for w in writers:
+        assert w.stdout.readline() == "WROTE\n", w.stderr.read()
+    seen = [read_numbered(agent_token)]
+    for w in writers:
+        w.stdin.write("go on\n")
+        w.stdin.flush()
     while any(w.poll() is None for w in writers):
-        number_feed(agent_token.pk)
-        seqs = list(
-            FeedEvent.objects.filter(token=agent_token, seq__isnull=False).values_list(
-                "seq", flat=True
-            )
-        )
-        assert seqs == list(range(1, len(seqs) + 1)), "a reader saw a later seq before an earlier"
-        seen.append(len(seqs))
+        seen.append(read_numbered(agent_token))
     for w in writers:
         assert (w.wait(timeout=60), w.stdout.read()) == (0, "DONE\n"), w.stderr.read()
     number_feed(agent_token.pk)
@@ -97,7 +104,23 @@ def test_writers_in_two_processes_and_a_reader_number_the_feed_without_gaps_in_o
     for run in (a, b):
         in_feed = [e.checkpoint.seq for e in events if e.checkpoint.run_id == run.pk]
         assert in_feed == list(range(1, 2 + 2 * count + 1))
-    assert len(set(seen)) > 2  # The reader read while the writers wrote.
+    assert seen[0] == 4 + 2 * 2  # The reader read while both writers were under way,
+    assert seen == sorted(seen)  # and never saw fewer than before.
+    by_writer = [
+        [e.seq for e in events if e.checkpoint.actor_label == f"writer {w.pid}"] for w in writers
+    ]
+    assert max(seqs[0] for seqs in by_writer) < min(seqs[-1] for seqs in by_writer)
+
+
+def read_numbered(agent_token) -> int:
+    """Number what has committed, as a reader of the feed does; how many are numbered,
+    checking they run 1, 2, 3… with no gap."""
+    number_feed(agent_token.pk)
+    seqs = list(
+        FeedEvent.objects.filter(token=agent_token, seq__isnull=False).values_list("seq", flat=True)
+    )
+    assert seqs == list(range(1, len(seqs) + 1)), "a reader saw a later seq before an earlier"
+    return len(seqs)
 
 
 @pytest.mark.skipif(
@@ -112,28 +135,30 @@ def test_a_writer_paused_in_one_run_holds_up_no_other_run_of_its_token(project, 
     a, b = (start_run(session=session, goal=goal, actor=AGENT) for goal in ("a", "b"))
     number_feed(agent_token.pk)
     cursor = AgentToken.objects.get(pk=agent_token.pk).feed_seq
-    written, release = threading.Event(), threading.Event()
+    timeline, release = Timeline(), threading.Event()
 
     def paused_writer() -> None:
         try:
             with transaction.atomic():
                 record_run_event(run=lock_run(a.pk), actor=AGENT, event="run.note", reason="a")
-                written.set()
-                release.wait(30)
+                timeline.mark("a written")
+                if release.wait(DEADLINE_SECONDS):
+                    timeline.mark("a goes on when told")
         finally:
             connections.close_all()
 
     thread = threading.Thread(target=paused_writer)
     thread.start()
-    assert written.wait(10)
-    started = time.monotonic()
+    assert timeline.wait_for("a written")
     record_run_event(run=Run.objects.get(pk=b.pk), actor=AGENT, event="run.note", reason="b")
-    assert time.monotonic() - started < 2
+    timeline.mark("b committed")
     number_feed(agent_token.pk)
     release.set()
     thread.join()
     number_feed(agent_token.pk)
 
+    # b's write did not wait for a: a was still paused, until told, when b committed.
+    timeline.assert_order("a written", "b committed", "a goes on when told")
     after = FeedEvent.objects.filter(token=agent_token, seq__gt=cursor).select_related("checkpoint")
     assert [(e.seq, e.checkpoint.reason) for e in after] == [(cursor + 1, "b"), (cursor + 2, "a")]
 
@@ -142,15 +167,17 @@ def test_a_request_with_an_idempotency_key_and_a_checkpoint_writer_do_not_deadlo
     agent_token, run
 ):
     """The request's transaction (its Idempotency-Key's) notes the token's last use
-    while a writer holds the run's lock: neither may wait for the other."""
+    while a writer holds the run's lock: neither may wait for the other. The writer goes
+    on only once the request waits for its lock."""
     AgentToken.objects.filter(pk=agent_token.pk).update(last_used_at=None)
-    errors = []
+    timeline, errors = Timeline(), []
 
     def write_while_holding_the_run() -> None:
         try:
             with transaction.atomic():
                 lock_run(run.pk)
-                time.sleep(1)  # The request comes in meanwhile.
+                timeline.mark("writer holds")
+                hold_until_waited_on(timeline, "request", holder="writer")
                 record_run_event(run=Run.objects.get(pk=run.pk), actor=AGENT, event="run.note")
         except Exception as error:
             errors.append(error)
@@ -159,10 +186,12 @@ def test_a_request_with_an_idempotency_key_and_a_checkpoint_writer_do_not_deadlo
 
     writer = threading.Thread(target=write_while_holding_the_run)
     writer.start()
-    time.sleep(0.3)
-    answer = Api(agent_token.plain).post(
-        f"/runs/{run.pk}/messages", {"payload": {"text": "hi"}}, key="k"
-    )
+    assert timeline.wait_for("writer holds")
+    with attempt(timeline, "request"):
+        answer = Api(agent_token.plain).post(
+            f"/runs/{run.pk}/messages", {"payload": {"text": "hi"}}, key="k"
+        )
     writer.join()
     assert (answer.status_code, errors) == (201, [])
+    assert_overlapped(timeline, "request", holder="writer")
     assert AgentToken.objects.get(pk=agent_token.pk).last_used_at is not None

@@ -2,28 +2,35 @@
 together on PostgreSQL, and stopping cleanly on SIGTERM."""
 
 import fcntl
+import itertools
+import os
 import signal
 import subprocess
 import sys
-import time
+import threading
+from contextlib import suppress
+from pathlib import Path
 
 import pytest
 from django.db import connection
 
-from runs.models import ApprovalPolicy, Checkpoint, Operation, WorkerHeartbeat
+from runs.engine.turns import turn_file
+from runs.models import ApprovalPolicy, Checkpoint, Operation
 from runs.services.runs import start_run
 from tests.conftest import AGENT, http_arguments
-from tests.processes import ROOT, child_env
+from tests.overlap import DEADLINE_SECONDS
+from tests.processes import ROOT, child_env, wait_until
+from tests.telling_worker import told
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def start_workers(count: int, *args: str) -> list[subprocess.Popen]:
+def start_workers(count: int, *args: str, **env: str) -> list[subprocess.Popen]:
     return [
         subprocess.Popen(
             [sys.executable, "manage.py", "runworker", "--name", f"w{n}", *args],
             cwd=ROOT,
-            env=child_env(),
+            env={**child_env(), **env},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -82,21 +89,30 @@ def assert_each_executed_once(operations: list[Operation], target) -> None:
 def idle_worker() -> subprocess.Popen:
     """A worker whose idle interval is a minute, once it has looked for work, found
     none, and waits: only a wake-up makes it look again sooner."""
-    [worker] = start_workers(1, "--idle-seconds", "60")
-    deadline = time.monotonic() + 30
-    while not WorkerHeartbeat.objects.filter(name="w0").exists():
-        assert worker.poll() is None and time.monotonic() < deadline, worker.stderr.read()
-        time.sleep(0.05)
-    time.sleep(1)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tests.telling_worker", "--name", "w0", "--idle-seconds", "60"],
+        cwd=ROOT,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    waits(worker)
     return worker
 
 
+def waits(worker: subprocess.Popen) -> None:
+    """Return once ``worker`` (``tests.telling_worker``) begins to wait for work."""
+    told(worker, "WAITING")
+
+
 def carried_out_soon(operation: Operation, worker: subprocess.Popen) -> None:
-    approved = time.monotonic()
-    while Operation.objects.get(pk=operation.pk).status != Operation.Status.COMMITTED:
-        assert worker.poll() is None, worker.stderr.read()
-        assert time.monotonic() - approved < 20, "the worker slept through the approval"
-        time.sleep(0.02)
+    """Carried out long before the worker's next look (a minute away)."""
+
+    def committed() -> bool:
+        return Operation.objects.get(pk=operation.pk).status == Operation.Status.COMMITTED
+
+    wait_until(committed, 20, "the approval carried out before the worker's next look", worker)
 
 
 def test_an_idle_worker_carries_out_an_approval_at_once_not_at_its_next_look(auto_approved):
@@ -123,7 +139,7 @@ def test_an_idle_worker_outlives_the_loss_of_its_database_connection(auto_approv
                 "WHERE datname = current_database() AND pid <> pg_backend_pid()"
             )
             assert cursor.fetchone()[0] >= 1
-        time.sleep(1)
+        waits(worker)  # Again, on a new connection.
         [operation] = auto_approved(1, 1)
         carried_out_soon(operation, worker)
     finally:
@@ -131,18 +147,53 @@ def test_an_idle_worker_outlives_the_loss_of_its_database_connection(auto_approv
     wait_all([worker], timeout=10)
 
 
-def test_two_workers_racing_execute_each_operation_once(auto_approved, target):
+@pytest.fixture
+def in_flight_together(target):
+    """``in_flight_together(n)``: the target holds each of the first ``n`` calls it
+    receives until all ``n`` are in flight at once, so that ``n`` workers race from
+    the start; returns the calls that met (all ``n``, unless the deadline passed)."""
+    met: list[str] = []
+
+    def hold(parties: int) -> list[str]:
+        together = threading.Barrier(parties, timeout=DEADLINE_SECONDS)
+        arrivals = itertools.count()
+        put = target.RequestHandlerClass.do_PUT
+
+        def held_put(handler) -> None:
+            if next(arrivals) < parties:
+                with suppress(threading.BrokenBarrierError):
+                    together.wait()
+                    met.append(handler.path)
+            put(handler)
+
+        target.RequestHandlerClass.do_PUT = held_put
+        return met
+
+    return hold
+
+
+# A call held by the target until the other workers' calls arrive must not time out.
+PATIENT = {"OVERSIGHT_HTTP_TIMEOUT_SECONDS": "120", "OVERSIGHT_HTTP_DEADLINE_SECONDS": "120"}
+
+
+def test_two_workers_racing_execute_each_operation_once(auto_approved, target, in_flight_together):
     operations = auto_approved(runs=4, per_run=5)
-    wait_all(start_workers(2, "--once"))
+    met = in_flight_together(2)
+    wait_all(start_workers(2, "--once", **PATIENT))
+    assert len(met) == 2, "the two workers never had a call in flight at the same time"
     assert_each_executed_once(operations, target)
 
 
 @pytest.mark.skipif(
     connection.vendor != "postgresql", reason="many workers on many machines is PostgreSQL's job"
 )
-def test_eight_workers_drain_500_operations_without_a_double_execution(auto_approved, target):
+def test_eight_workers_drain_500_operations_without_a_double_execution(
+    auto_approved, target, in_flight_together
+):
     operations = auto_approved(runs=50, per_run=10)
-    wait_all(start_workers(8, "--once"))
+    met = in_flight_together(8)
+    wait_all(start_workers(8, "--once", **PATIENT))
+    assert len(met) == 8, "the eight workers never had a call in flight at the same time"
     assert_each_executed_once(operations, target)
 
 
@@ -150,10 +201,8 @@ def test_sigterm_lets_the_operation_in_hand_finish(approved, target):
     arguments = http_arguments(target.base, "slow", compensate=True)
     op = approved("http", **arguments)
     (worker,) = start_workers(1)
-    deadline = time.monotonic() + 30
-    while not Operation.objects.filter(pk=op.pk, status="in_flight", intent__isnull=False).exists():
-        assert time.monotonic() < deadline, "the worker never started the operation"
-        time.sleep(0.05)
+    started = Operation.objects.filter(pk=op.pk, status="in_flight", intent__isnull=False)
+    wait_until(started.exists, message="the worker starting the operation", process=worker)
     worker.send_signal(signal.SIGTERM)  # The target takes two seconds to answer.
     wait_all([worker], timeout=30)
 
@@ -175,7 +224,7 @@ def another_workers_turn():
 def test_sqlite_workers_take_turns_to_claim(approved, another_workers_turn):
     op = approved("ledger")
     (worker,) = start_workers(1, "--once")
-    time.sleep(2)
+    waits_for_its_turn(worker)
 
     assert worker.poll() is None  # Waiting for its turn,
     assert Operation.objects.get(pk=op.pk).status == "approved"  # with nothing claimed.
@@ -186,11 +235,21 @@ def test_sqlite_workers_take_turns_to_claim(approved, another_workers_turn):
 
 def test_a_worker_waiting_for_its_turn_still_stops_on_sigterm(another_workers_turn):
     (worker,) = start_workers(1)
-    deadline = time.monotonic() + 30
-    while not WorkerHeartbeat.objects.filter(name="w0").exists():  # Its first step began.
-        assert time.monotonic() < deadline, "the worker never started"
-        time.sleep(0.05)
-    time.sleep(0.5)
+    waits_for_its_turn(worker)
 
     worker.send_signal(signal.SIGTERM)
-    wait_all([worker], timeout=5)  # Not the busy timeout's 20 s.
+    wait_all([worker], timeout=10)  # Not the busy timeout's 20 s.
+
+
+def waits_for_its_turn(worker: subprocess.Popen) -> None:
+    """Return once ``worker`` has opened the turn's file to take its turn: held here,
+    it waits there (for at most SQLite's busy timeout)."""
+    turn = os.path.realpath(turn_file())
+
+    def opened() -> bool:
+        with suppress(FileNotFoundError):  # A descriptor closed while listed.
+            fds = Path(f"/proc/{worker.pid}/fd").iterdir()
+            return any(os.path.realpath(fd) == turn for fd in fds)
+        return False
+
+    wait_until(opened, message="the worker's attempt to take its turn", process=worker)
