@@ -7,7 +7,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from io import StringIO
 from pathlib import Path
@@ -16,16 +15,14 @@ import pytest
 from django.core.management import call_command
 from django.db.models import Max
 
-from runs.clock import db_now
 from runs.errors import OversightError
 from runs.models import Decision, Operation, Project
-from runs.models.operations import LEASED
 from runs.services.decisions import decide
 from runs.services.tokens import issue_token
 from tests.processes import (
     ROOT,
     child_env,
-    free_port,  # noqa: F401 (test_demo_langgraph imports it from here)
+    leases_lapsed,
     manage,
 )
 
@@ -108,17 +105,6 @@ def approve_everything_pending(reviewers) -> Counter:
     return refusals
 
 
-def leases_lapsed() -> bool:
-    return not Operation.objects.filter(status__in=LEASED, lease_expires_at__gt=db_now()).exists()
-
-
-def wait_until(condition, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} never happened"
-        time.sleep(0.1)
-
-
 @pytest.fixture
 def children():
     """The processes the test starts: any still running at its end (an assertion failed
@@ -180,7 +166,7 @@ def test_invariants_hold_after_workers_die_at_random(
     for process in workers:
         process.send_signal(signal.SIGKILL)
         process.wait()
-    wait_until(leases_lapsed, "the lapse of the killed workers' leases")
+    leases_lapsed()
     last = manage("runworker", "--once")
     assert last.returncode == 0, last.stderr
 
