@@ -27,7 +27,11 @@ def _check(path: Path) -> None:
     (one uses REGEXP, a function Django gives its own connections)."""
     with closing(sqlite3.connect(path)) as check:
         check.create_function("REGEXP", 2, _regexp, deterministic=True)
-        if check.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
+        try:
+            found = check.execute("PRAGMA integrity_check").fetchone()[0]
+        except sqlite3.DatabaseError as error:  # Not a database, or too damaged to check.
+            raise InvalidInput(f"{path} failed SQLite's integrity check: {error}") from None
+        if found != "ok":
             raise InvalidInput(f"{path} failed SQLite's integrity check")
 
 

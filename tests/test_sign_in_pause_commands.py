@@ -1,0 +1,71 @@
+"""django-axes's commands, as docs/operating/security.md gives them to admins: "list and
+lift pauses with manage.py axes_list_attempts, axes_reset_username USER and
+axes_reset_ip IP". Run against Oversight's throttle (counted per account and per
+address, in the database); a lifted pause lets the right password in again."""
+
+from io import StringIO
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+
+from tests.conftest import make_user
+from tests.helpers import sign_in
+
+LIMIT = settings.AXES_FAILURE_LIMIT
+ALICE_IP = "198.51.100.7"
+MALLORY_IP = "203.0.113.66"
+
+
+@pytest.fixture
+def alice(db):
+    return make_user("alice")
+
+
+def command(*args: str) -> list[str]:
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue().splitlines()
+
+
+def paused(client, username: str, ip: str) -> bool:
+    """Whether the right password ("pw") is refused for ``username`` from ``ip``."""
+    response = sign_in(client, username, "pw", REMOTE_ADDR=ip)
+    client.logout()
+    assert response.status_code in (302, 429)
+    return response.status_code == 429
+
+
+def guess(client, username: str, ip: str) -> None:
+    assert sign_in(client, username, "a-guess", REMOTE_ADDR=ip).status_code in (200, 429)
+
+
+def test_axes_list_attempts_lists_each_paused_account_and_address(client, alice):
+    for _ in range(LIMIT):
+        guess(client, "alice", MALLORY_IP)
+
+    assert command("axes_list_attempts") == [f"{MALLORY_IP}\talice\t{LIMIT}"]
+
+
+def test_axes_reset_username_lifts_an_accounts_pause(client, alice):
+    for _ in range(LIMIT):
+        guess(client, "alice", MALLORY_IP)
+    assert paused(client, "alice", ALICE_IP)
+
+    assert command("axes_reset_username", "alice") == ["1 attempts removed."]
+
+    assert command("axes_list_attempts") == []
+    assert not paused(client, "alice", ALICE_IP)
+
+
+def test_axes_reset_ip_lifts_an_addresss_pause(client, alice):
+    """One address guessed at many accounts: the address is paused, even for alice's
+    right password, until its attempts are reset."""
+    for n in range(LIMIT):
+        guess(client, f"guess-{n}", MALLORY_IP)
+    assert paused(client, "alice", MALLORY_IP)
+
+    assert command("axes_reset_ip", MALLORY_IP) == [f"{LIMIT} attempts removed."]
+
+    assert command("axes_list_attempts") == []
+    assert not paused(client, "alice", MALLORY_IP)
