@@ -16,6 +16,7 @@ from django.urls import get_resolver, reverse
 
 from runs.actors import Actor
 from runs.audit.diff import Change, DiffLine, state_diff, text_diff
+from runs.audit.search import SORTS, encode_cursor
 from runs.engine.worker import Worker
 from runs.models import AgentToken, Alert, Checkpoint, CheckpointArtifact, Decision, Run
 from runs.payloads import MessageKind
@@ -773,6 +774,53 @@ def test_export_with_invalid_filters_is_refused(as_auditor, story, fmt, query, l
     assert response.status_code == 400
     assert not response.streaming
     assert f'<p class="error" role="alert">{label}: ' in response.text
+
+
+# --- Queries per page ------------------------------------------------------------------
+
+
+@pytest.fixture(params=[2, 20], ids=["2 decisions", "20 decisions"])
+def decided(request, run, propose, reviewer) -> Run:
+    """The run with ``request.param`` operations a reviewer rejected (with a comment)
+    and as many versions of one artifact."""
+    for n in range(request.param):
+        decide_on(propose(f"call-{n}"), reviewer, Decision.Kind.REJECT, comment=f"Not {n}")
+        attach_artifact(run=run, name="report.txt", content=f"v{n}\n".encode(), actor=AGENT)
+    run.refresh_from_db()
+    return run
+
+
+def searches(run: Run) -> list[str]:
+    """The benchmarked searches (docs/performance.md), on this history."""
+    middle = run.checkpoints.order_by("seq")[run.version // 2]
+    deep = encode_cursor(SORTS["newest"].key(middle))
+    return [
+        "/audit/",
+        "/audit/?actor=reviewer&decision=reject&since=2020-01-01&until=2099-12-31",
+        "/audit/?status=rejected&since=2020-01-01&until=2099-12-31",
+        f"/audit/?run={run.pk}&sort=run",
+        "/audit/?q=Not",
+        "/audit/?q=zzyzx",
+        f"/audit/?after={deep}",
+    ]
+
+
+def test_every_audit_page_runs_the_same_6_queries_8_for_a_checkpoint(
+    as_auditor, decided, django_assert_num_queries
+):
+    """Whatever the history's size: with 2 decisions and with 20, each search runs 6
+    queries and a checkpoint's page (with its diff) 8."""
+    latest = decided.checkpoints.order_by("seq").last()
+    pages = [(url, 6) for url in searches(decided)] + [
+        (f"/audit/checkpoints/{latest.pk}/", 8),
+        (f"/audit/checkpoints/{latest.pk}/?against=1", 8),
+    ]
+    page(as_auditor, "/audit/")  # The first visit stores the time zone in the session.
+    for url, queries in pages:
+        with django_assert_num_queries(queries):
+            text = page(as_auditor, url)
+        listed = "No checkpoints match." if "zzyzx" in url else "/audit/checkpoints/"
+        assert listed in text, url
 
 
 # --- Auditors change nothing -------------------------------------------------------------

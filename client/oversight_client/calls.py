@@ -20,7 +20,6 @@ USER_AGENT = f"oversight-client/{__version__} Python/{platform.python_version()}
 # Too many waits at once (429, with Retry-After), overloaded or its database out of
 # reach (503, with Retry-After), or a gateway gave up.
 RETRY_STATUSES = {429, 502, 503, 504}
-IN_PROGRESS = b'"request_in_progress"'  # our earlier attempt of this very request still runs
 MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
 LONG_POLL_SECONDS = 30  # the server's default OVERSIGHT_API_MAX_WAIT_SECONDS
 WAIT_LIMIT = re.compile(r"between 0 and (\d+)")  # its refusal's detail: "wait: between 0 and N"
@@ -44,11 +43,10 @@ def retryable(request: HttpRequest, response: HttpResponse) -> bool:
     """Whether ``request`` is to be sent again after ``response``. Any server error is,
     for a request under an Idempotency-Key (every write): the server either rolled back
     what the failed attempt did and runs the retry once, or committed it before the
-    answer went wrong and answers the retry with what it stored."""
-    return (
-        response.status in RETRY_STATUSES
-        or (response.status >= 500 and "Idempotency-Key" in request.headers)
-        or (response.status == 409 and IN_PROGRESS in response.body)
+    answer went wrong and answers the retry with what it stored. A retry sent while the
+    first attempt still runs waits for its answer on the server, so a 409 is always final."""
+    return response.status in RETRY_STATUSES or (
+        response.status >= 500 and "Idempotency-Key" in request.headers
     )
 
 
