@@ -6,8 +6,9 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-# What the stand-in answers a request: (method, headers) -> (status, JSON body).
-Answer = Callable[[str, dict[str, str]], tuple[int, bytes]]
+# What the stand-in answers a request: (method, headers) -> (status, JSON body), or
+# (status, JSON body, headers to add).
+Answer = Callable[[str, dict[str, str]], tuple[int, bytes] | tuple[int, bytes, dict[str, str]]]
 
 
 @contextmanager
@@ -22,8 +23,10 @@ def serving(answer: Answer) -> Iterator[str]:
             self.reply()
 
         def reply(self) -> None:
-            status, body = answer(self.command, dict(self.headers))
+            status, body, *extra = answer(self.command, dict(self.headers))
             self.send_response(status)
+            for name, value in (extra[0] if extra else {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()

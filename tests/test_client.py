@@ -2,7 +2,6 @@
 live server, a real agent token, and reviewers deciding through the services."""
 
 import hashlib
-import http.server
 import socket
 import threading
 import time
@@ -41,6 +40,7 @@ from runs.transitions import transition_operation
 from tests.client_helpers import NOTE, deciding
 from tests.helpers import decide_on
 from tests.processes import leases_lapsed
+from tests.stand_in_server import serving
 
 pytest_plugins = ["tests.client_helpers", "tests.ports"]
 
@@ -627,29 +627,13 @@ def test_too_many_waits_is_retried_after_the_time_the_server_asks(client_token):
     its Retry-After, and the request sent again."""
     arrivals: list[float] = []
 
-    class Busy(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            arrivals.append(time.monotonic())
-            busy = len(arrivals) == 1
-            body = b'{"error": "too_many_waits", "detail": "busy"}' if busy else b'{"id": 7}'
-            self.send_response(429 if busy else 200)
-            if busy:
-                self.send_header("Retry-After", "1")
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def busy_once(method: str, headers: dict[str, str]):
+        arrivals.append(time.monotonic())
+        if len(arrivals) == 1:
+            return 429, b'{"error": "too_many_waits", "detail": "busy"}', {"Retry-After": "1"}
+        return 200, b'{"id": 7}'
 
-        def log_message(self, *args) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Busy)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        ovs = Oversight(f"http://127.0.0.1:{server.server_port}", client_token, backoff=0.01)
-        assert ovs.run(7) == {"id": 7}
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(busy_once) as url:
+        assert Oversight(url, client_token, backoff=0.01).run(7) == {"id": 7}
     assert len(arrivals) == 2
     assert arrivals[1] - arrivals[0] >= 1
