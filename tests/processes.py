@@ -96,11 +96,17 @@ def listening_port(output: Output, server: subprocess.Popen) -> int:
     return int(output.wait_for(LISTENING, server)[1])
 
 
+ASYNC_UNSAFE = "DJANGO_ALLOW_ASYNC_UNSAFE"
+
+
 def child_env() -> dict[str, str]:
     """The environment of a child process that shares this test's database and
-    settings (workspace, artifact store, HTTP allow-list)."""
+    settings (workspace, artifact store, HTTP allow-list). Django's async-safety check
+    is on in it, as in production, even when a browser test (whose Playwright needs it
+    off in the test's own thread) starts it."""
+    inherited = {name: value for name, value in os.environ.items() if name != ASYNC_UNSAFE}
     return {
-        **os.environ,
+        **inherited,
         "DJANGO_SETTINGS_MODULE": "tests.settings",
         "OVERSIGHT_TEST_DB_NAME": connection.settings_dict["NAME"],
         "OVERSIGHT_WORKSPACE": str(settings.OVERSIGHT_WORKSPACE),

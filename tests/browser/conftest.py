@@ -3,18 +3,14 @@ server (a transactional database that the server thread and the test share).
 
 Never run ``playwright install``: the browser is the system's chromium."""
 
-import os
 import re
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
-# Playwright's sync API runs an event loop in this thread; Django would otherwise
-# refuse the test's own database queries as "async unsafe".
-os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, Playwright, expect, sync_playwright
 
 CHROMIUM = shutil.which("chromium")
 SKIP_REASON = "browser tests need Debian's chromium on PATH (apt-get install -y chromium)"
@@ -56,15 +52,30 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="package")
 def browser():
-    """One chromium for the browser tests, closed after the last of them: Playwright's
-    sync API keeps an event loop running in this thread while it is open, and the
-    tests after these (the async client's) run event loops of their own."""
+    """One chromium for the browser tests, closed after the last of them (pytest ends a
+    package's fixtures before a test of another package runs, whatever the order):
+    Playwright's sync API keeps an event loop running in this thread while it is open,
+    and the tests after these (the async client's) run event loops of their own."""
     if not CHROMIUM:
         pytest.skip(SKIP_REASON)
-    with sync_playwright() as playwright:
+    with playwright_running() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
         yield browser
         browser.close()
+
+
+@contextmanager
+def playwright_running() -> Iterator[Playwright]:
+    """Playwright's sync API, with Django's async-safety check off while it runs and
+    only then. It keeps an event loop running in this thread, and Django would refuse
+    the test's own queries (and its database's flush) as "async unsafe"; anywhere else
+    the check must stay on, as in production, where the long-polls are served on an
+    event loop. The variable is set as Playwright starts and restored (or removed) once
+    it has stopped: no other test, nor a child process one starts, runs without it."""
+    with pytest.MonkeyPatch.context() as environment:
+        environment.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        with sync_playwright() as playwright:
+            yield playwright
 
 
 @pytest.fixture
