@@ -306,3 +306,27 @@ def test_langgraph_saver(tmp_path):
     assert ratio == {"value": base["value"] / mine["value"], "unit": "ratio"}
     text = printed(r"^invoke\+resume ms/cycle +[\d.,]+ +[\d.,]+ +([\d.]+)$", out)
     assert text == f"{ratio['value']:.2f}"
+
+
+def test_slow_targets(tmp_path):
+    out, document = run_bench(
+        "slow_targets.py",
+        *("--operations", "4", "--latency", "20", "--hanging", "1", "--deadline", "1"),
+        tmp_path=tmp_path,
+    )
+    assert document["arguments"] == {
+        "operations": 4,
+        "latency": 20,
+        "hanging": 1,
+        "deadline": 1,
+        "workers": 1,
+    }
+    figures = by_name(document)
+    for name in ("alone", "behind 1 hanging"):
+        assert figures[f"{name}: committed"] == {"value": 4, "unit": "operations"}
+        requests = figures[f"{name}: requests per operation"]["value"]
+        ceiling = figures[f"{name}: one effect at a time at most"]["value"]
+        assert ceiling == pytest.approx(1 / (requests * 0.020))
+        rate = printed(rf"^ +{name}: 4 operations at 20 ms in +[\d.]+ s = +([\d.]+) ops/s", out)
+        assert rate == f"{figures[f'{name}: healthy operations']['value']:.2f}"
+    assert figures["effects applied twice"] == {"value": 0, "unit": "effects"}
