@@ -65,7 +65,8 @@ def answer_slowly(latency: float) -> None:
     def delayed(method):
         def answer(self) -> None:
             time.sleep(latency)
-            handler.answered += 1
+            with handler.state.lock:  # Several workers' requests are answered at once.
+                handler.answered += 1
             method(self)
 
         return answer
