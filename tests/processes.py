@@ -130,15 +130,19 @@ def spawn(*args: str, **env: str) -> subprocess.Popen:
     )
 
 
-def manage_started(*args: str, **env: str) -> subprocess.Popen:
+def manage_started(
+    *args: str, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **env: str
+) -> subprocess.Popen:
     """``manage.py ARGS`` started against this test run's database (with ``env`` added to
-    its environment), not waited for (``communicate`` reads what it says)."""
+    its environment), not waited for (``communicate`` reads what it says). A child that
+    logs as it runs needs its output read as it comes (``Output``), or sent elsewhere
+    (``stdout``, ``stderr``): a pipe nobody reads fills up and stops it."""
     return subprocess.Popen(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
         env={**child_env(), **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stdout=stdout,
+        stderr=stderr,
         text=True,
     )
 

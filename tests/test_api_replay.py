@@ -5,7 +5,6 @@ a server error, a process killed mid-request, or with a retry racing the first a
 import json
 import signal
 import subprocess
-import sys
 import threading
 import urllib.error
 import urllib.request
@@ -22,7 +21,7 @@ from runs.models import AgentToken, ApiReplay, Artifact, Operation, Session
 from tests.api_helpers import PREFIX, Api, agent_proposal, artifact_body, problem, proposal
 from tests.helpers import decide_on, stored
 from tests.overlap import Timeline, assert_overlapped, attempt, hold_until_waited_on
-from tests.processes import ROOT, Output, child_env, listening_port, spawn
+from tests.processes import Output, listening_port, manage_started, spawn
 
 pytest_plugins = ["tests.api_helpers"]
 
@@ -234,14 +233,7 @@ def post(url: str, body: dict, token: str, key: str) -> tuple[int, dict, dict]:
 
 
 def runserver(address: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "manage.py", "runserver", "--noreload", address],
-        cwd=ROOT,
-        env=child_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return manage_started("runserver", "--noreload", address)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -3,10 +3,8 @@ workers are killed with SIGKILL at random and restarted — and afterwards every
 invariant holds and no effect fired twice."""
 
 import random
-import re
 import signal
 import subprocess
-import sys
 from collections import Counter
 from io import StringIO
 from pathlib import Path
@@ -20,10 +18,11 @@ from runs.models import Decision, Operation, Project
 from runs.services.decisions import decide
 from runs.services.tokens import issue_token
 from tests.processes import (
-    ROOT,
-    child_env,
+    Output,
     leases_lapsed,
+    listening_port,
     manage,
+    manage_started,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -35,27 +34,12 @@ DEADLINE = 60
 NO_LONGER_AWAITS = ("decision_refused", "it no longer awaits a decision")
 
 
-def start(
-    *args: str, output=subprocess.DEVNULL, errors=subprocess.PIPE, **env: str
-) -> subprocess.Popen:
-    """``manage.py ARGS`` in the background (with ``env`` added to its environment), its
-    output to ``output`` and its error output to ``errors``."""
-    return subprocess.Popen(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env={**child_env(), **env},
-        stdout=output,
-        stderr=errors,
-        text=True,
-    )
-
-
 def logged(log: Path, *args: str, output=None, **env: str) -> subprocess.Popen:
     """``manage.py ARGS`` in the background, its error output (and its output, unless
     ``output`` says where) appended to ``log``: a pipe nobody reads while the process
     runs would fill up with its log lines and stop it."""
     with log.open("a") as file:
-        return start(*args, output=output or file, errors=file, **env)
+        return manage_started(*args, stdout=output or file, stderr=file, **env)
 
 
 def tail(log: Path) -> str:
@@ -67,10 +51,7 @@ def api_server(log: Path) -> tuple[subprocess.Popen, str]:
     process can take it first) and return its URL, read from what the server says once
     it listens."""
     server = logged(log, "runserver", "--noreload", "127.0.0.1:0", output=subprocess.PIPE)
-    for line in server.stdout:
-        if listening := re.search(r"server at (http://[\d.:]+)/$", line.strip()):
-            return server, listening[1]
-    raise AssertionError(f"the API server stopped before it listened: {tail(log)}")
+    return server, f"http://127.0.0.1:{listening_port(Output(server.stdout), server)}"
 
 
 def worker(log: Path) -> subprocess.Popen:
@@ -161,7 +142,6 @@ def test_invariants_hold_after_workers_die_at_random(
     assert agent.returncode == 0, tail(agent_log)
     api.terminate()
     api.wait(timeout=DEADLINE)
-    api.stdout.close()
     refusals += approve_everything_pending([first, second])
     for process in workers:
         process.send_signal(signal.SIGKILL)

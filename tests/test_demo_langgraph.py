@@ -4,7 +4,6 @@ and ends with its thread, checkpointed in the demo's database; the demo goes on.
 
 import signal
 import subprocess
-import sys
 
 import pytest
 
@@ -13,17 +12,23 @@ from runs.management.commands.demo import LANGGRAPH_THREADS
 from runs.models import HumanRequest, Operation, Run
 from tests.helpers import decide_on
 from tests.langgraph_helpers import choose
-from tests.processes import ROOT, Output, child_env, eventually, free_port, manage, wait_until
+from tests.processes import (
+    Output,
+    eventually,
+    free_port,
+    manage,
+    manage_started,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 
 
 def start_demo() -> tuple[subprocess.Popen, Output]:
     """The demo with the LangGraph agent, on ports found free, and what it says."""
-    process = subprocess.Popen(
-        [sys.executable, "manage.py", "demo", "--langgraph",
-         "--addr", f"127.0.0.1:{free_port()}", "--target-port", str(free_port())],
-        cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    process = manage_started(
+        "demo", "--langgraph", "--addr", f"127.0.0.1:{free_port()}",
+        "--target-port", str(free_port()), stdout=subprocess.DEVNULL,
     )  # fmt: skip
     return process, Output(process.stderr)
 

@@ -16,7 +16,7 @@ from runs.models import Operation
 from runs.services.decisions import decide, expire_if_due
 from runs.services.runs import cancel_run
 from runs.services.tokens import issue_token
-from tests.processes import ROOT, Output, child_env, listening_port, wait_until
+from tests.processes import ROOT, Output, child_env, listening_port, manage_started, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -61,22 +61,12 @@ def approve(op: Operation, reviewer, **changes) -> None:
     )
 
 
-def manage_started(*args: str, stdout=subprocess.DEVNULL) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=child_env(),
-        stdout=stdout,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-
-
 @pytest.fixture
 def servers(project, owner):
     """The web server, on the port the system gave it, and a worker; an agent's token."""
-    web = manage_started("runserver", "--noreload", "127.0.0.1:0", stdout=subprocess.PIPE)
-    processes = [web, manage_started("runworker", "--idle-seconds", "0.1")]
+    web = manage_started("runserver", "--noreload", "127.0.0.1:0", stderr=subprocess.DEVNULL)
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    processes = [web, manage_started("runworker", "--idle-seconds", "0.1", **quiet)]
     try:
         web_port = listening_port(Output(web.stdout), web)
         _, token = issue_token(project=project, name="e2e", owner_username=owner.username)
