@@ -2,6 +2,8 @@
 token, a client for the live server and a run of its own, and reviewers who decide or
 answer from another thread while the test's client waits."""
 
+import asyncio
+import inspect
 import threading
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -22,6 +24,12 @@ OPEN = ["queued", "running", "waiting"]
 NOTE = {"action": "notes.append", "rollback_kind": "in_band"}
 QUICK = {"timeout": 10, "retries": 3, "backoff": 0.01}
 READING_SECONDS = 60  # How long a reviewer looks for what to act on.
+CLIENTS = [Oversight, AsyncOversight]
+
+
+def drive(result: Any) -> Any:
+    """What a client method answered: the sync client's value, the async one's awaited."""
+    return asyncio.run(result) if inspect.iscoroutine(result) else result
 
 
 def client_for(live_server, token: str, cls: type = Oversight, **options: Any):

@@ -4,19 +4,17 @@ wait and from a supervised tool, both clients), and a 409 is final, never sent a
 (a retry that reaches the server while its first attempt still runs waits there for
 that attempt's answer: ``tests/test_api_replay.py``)."""
 
-import asyncio
 import hashlib
-import inspect
 from pathlib import Path
 
 import pytest
 
-from oversight_client import AsyncOversight, Conflict, Oversight, PreconditionFailed
+from oversight_client import Conflict, Oversight, PreconditionFailed
 from oversight_client.told import outcome
 from runs.actions.files import workspace_of
 from runs.engine.worker import Worker
 from runs.models import Operation
-from tests.client_helpers import client_for, deciding
+from tests.client_helpers import CLIENTS, client_for, deciding, drive
 from tests.helpers import decide_on
 from tests.stand_in_server import serving
 
@@ -31,12 +29,7 @@ CHANGED = (
 )
 
 
-def drive(result):
-    """What a client method answered: the sync client's value, the async one's awaited."""
-    return asyncio.run(result) if inspect.iscoroutine(result) else result
-
-
-@pytest.fixture(params=[Oversight, AsyncOversight])
+@pytest.fixture(params=CLIENTS)
 def client(request, live_server, client_token):
     return client_for(live_server, client_token, request.param)
 

@@ -10,27 +10,20 @@ import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pytest
 from django.conf import settings
 
 from oversight_client import AsyncOversight, Oversight, WaitTimedOut, waits
 from runs.models import Operation
-from tests.client_helpers import NOTE, client_for
+from tests.client_helpers import CLIENTS, NOTE, client_for, drive
 from tests.documentation import ROOT, page
 from tests.stand_in_server import serving
 
 pytest_plugins = ["tests.client_helpers"]
 
-CLIENTS = [Oversight, AsyncOversight]
 WAIT_TIMEOUT, MAX_WAITS = 900, 6
 CLIENT_README = Path(ROOT, "client", "README.md")
-
-
-def drive(result: Any) -> Any:
-    """What a client method answered: the sync client's value, the async one's awaited."""
-    return asyncio.run(result) if inspect.iscoroutine(result) else result
 
 
 def one_line(text: str) -> str:

@@ -19,12 +19,11 @@ import pytest
 
 from oversight_client import AsyncOversight, InvalidResponse, Oversight, WaitTimedOut
 from runs.models import Operation
-from tests.client_helpers import NOTE, client_for, reviewing
+from tests.client_helpers import CLIENTS, NOTE, client_for, drive, reviewing
 from tests.helpers import decide_on
 from tests.test_api_waits import until_long_polls_wait
 from tests.test_client import FlakyProxy, read_request
 
-CLIENTS = [Oversight, AsyncOversight]
 LOGIN_PAGE = b"<html><body>Please log in</body></html>"
 ERROR_PAGE = b"<h1>Server Error (500)</h1>"
 SERVER_ERROR = b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: %d\r\n\r\n%s" % (
@@ -41,11 +40,6 @@ def proposed(ovs: Oversight, run_id: int, call_id: str = "note-1", **options: An
 
 def status(call_id: str) -> str:
     return Operation.objects.get(call_id=call_id).status
-
-
-def drive(result: Any) -> Any:
-    """What a client method answered: the sync client's value, the async one's awaited."""
-    return asyncio.run(result) if inspect.iscoroutine(result) else result
 
 
 # --- waits fail closed, whatever ends them ----------------------------------------------
