@@ -11,6 +11,11 @@ from contextlib import contextmanager
 Answer = Callable[[str, dict[str, str]], tuple[int, bytes] | tuple[int, bytes, dict[str, str]]]
 
 
+class StandIn(http.server.ThreadingHTTPServer):
+    # Read by the constructor's listen(): the clients' tests open many connections at once.
+    request_queue_size = 32
+
+
 @contextmanager
 def serving(answer: Answer) -> Iterator[str]:
     """A threaded HTTP server answering every request with ``answer``; its base URL."""
@@ -35,8 +40,7 @@ def serving(answer: Answer) -> Iterator[str]:
         def log_message(self, *args) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answering)
-    server.request_queue_size = 32
+    server = StandIn(("127.0.0.1", 0), Answering)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_port}"
