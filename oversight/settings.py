@@ -313,6 +313,17 @@ OVERSIGHT_AGENT_GRACE_SECONDS = env_int("OVERSIGHT_AGENT_GRACE_SECONDS", 300, mi
 # Attempts (claims) an operation gets when it keeps failing unexpectedly (a bug, a
 # target that cannot be reached) before it ends failed, or goes to its rollback plan.
 OVERSIGHT_MAX_ATTEMPTS = env_int("OVERSIGHT_MAX_ATTEMPTS", 3, minimum=1)
+# Effects one worker process carries out at once (each in a thread, holding a database
+# connection while it runs), and at most how many of them wait on one target (a lane).
+OVERSIGHT_WORKER_EFFECTS = env_int("OVERSIGHT_WORKER_EFFECTS", 32, minimum=1)
+OVERSIGHT_LANE_EFFECTS = env_int("OVERSIGHT_LANE_EFFECTS", 16, minimum=1)
+# A lane pauses after this many answers in a row that were none (a timeout, a connection
+# refused, a 5xx), first for the backoff, doubling up to the longest.
+OVERSIGHT_LANE_FAILURES = env_int("OVERSIGHT_LANE_FAILURES", 5, minimum=1)
+OVERSIGHT_LANE_BACKOFF_SECONDS = env_int("OVERSIGHT_LANE_BACKOFF_SECONDS", 5, minimum=1)
+OVERSIGHT_LANE_LONGEST_BACKOFF_SECONDS = env_int(
+    "OVERSIGHT_LANE_LONGEST_BACKOFF_SECONDS", 300, minimum=OVERSIGHT_LANE_BACKOFF_SECONDS
+)
 # The approvals queue highlights proposals waiting longer than this.
 OVERSIGHT_REVIEW_SLA_MINUTES = env_int("OVERSIGHT_REVIEW_SLA_MINUTES", 30, minimum=1)
 # Where people reach this Oversight (for links in emails).

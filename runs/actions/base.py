@@ -48,6 +48,13 @@ An action that fires outside the database calls ``ctx.confirm_lease()`` as late 
 can before the effect (inside its own lock, if it takes one): it raises if another
 worker holds the operation now.
 
+A worker carries out many effects at once, grouped in lanes by the target they wait on
+(``lane(arguments, project_id)``: by default the action's name, or "database" for an
+effect inside it): each lane has its own limit and circuit breaker, so one slow or dead
+target cannot take every slot. An action that talks to a target over the network calls
+``target_answered(healthy)`` after each exchange (False: a timeout, a connection that
+could not be made, a 5xx): that is what the lane's breaker counts.
+
 The text of the exceptions above is shown to the agent, in alert summaries and emails:
 write it for them, naming files by the path the agent gave, never an absolute server
 path or another exception's text. Any other exception is described from a fixed
@@ -60,6 +67,9 @@ import os
 import smtplib
 import socket
 import ssl
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Protocol
@@ -138,6 +148,27 @@ def plain_reason(error: BaseException) -> str:
     return f"an unexpected {type(error).__name__}, logged on the server"
 
 
+# Who hears how targets answer in this context: the worker's lane (nobody in a preview).
+_listener: ContextVar[Callable[[bool], None] | None] = ContextVar("target_listener", default=None)
+
+
+def target_answered(healthy: bool) -> None:
+    """Tell the lane this effect runs in whether its target answered (False: it timed
+    out, could not be reached, or answered 5xx): its circuit breaker counts these."""
+    if (listener := _listener.get()) is not None:
+        listener(healthy)
+
+
+@contextmanager
+def reporting_to(listener: Callable[[bool], None]) -> Iterator[None]:
+    """Send what ``target_answered`` says in the block to ``listener``."""
+    token = _listener.set(listener)
+    try:
+        yield
+    finally:
+        _listener.reset(token)
+
+
 class Effect(StrEnum):
     """What verification saw on the target."""
 
@@ -210,6 +241,11 @@ class Action:
     description: ClassVar[str] = ""
     checks: ClassVar[str] = ""
     rollback_kinds: ClassVar[tuple[str, ...]] = ()
+
+    def lane(self, arguments: dict, project_id: int) -> str:
+        """The lane of this call: the target it waits on (see above). ``arguments`` are
+        as proposed or edited, not yet validated: read them defensively."""
+        return "database" if self.in_database else self.name
 
     def rollback_kind_for(self, args: Any) -> str:
         """The rollback kind of this call (an action may offer several, by arguments)."""

@@ -29,6 +29,7 @@ from runs.actions.base import (
     ExecutionFailed,
     NotApplied,
     PreconditionFailed,
+    target_answered,
 )
 from runs.actions.previews import Message
 from runs.models import Operation, SentEmail
@@ -143,9 +144,14 @@ class SendEmail(Action):
         try:
             message.send()
         except tuple(REFUSED) as refusal:
+            target_answered(True)  # With a refusal, but it answered.
             SentEmail.objects.filter(pk=record.pk).delete()
             log.warning("email.send, operation %s: refused: %s", ctx.operation.pk, refusal)
             raise NotApplied(refusal_reason(refusal)) from None
+        except OSError:  # Unreachable, timed out, hung up (SMTPException is an OSError).
+            target_answered(False)
+            raise
+        target_answered(True)
         SentEmail.objects.filter(pk=record.pk).update(
             status=SentEmail.Status.SENT, sent_at=timezone.now()
         )

@@ -516,6 +516,10 @@ class FileWrite(Action):
         "UTF-8 bytes (null: the file must not exist yet)."
     )
 
+    def lane(self, arguments: dict, project_id: int) -> str:
+        """The project's folder: a slow disk holds that project's writes only."""
+        return f"{self.name} project {project_id}"
+
     def describe(self, args: FileWriteArguments) -> dict[str, str]:
         before = (
             f"still has sha256 {args.expected_sha256[:12]}…"

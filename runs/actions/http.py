@@ -69,6 +69,7 @@ from runs.actions.base import (
     NothingToRollBack,
     PreconditionFailed,
     plain_reason,
+    target_answered,
 )
 from runs.actions.previews import Exchange
 from runs.models import Operation
@@ -314,12 +315,14 @@ def _open(method: str, url: str, data: bytes | None = None, headers: dict | None
         try:
             connection.connect()
         except OSError as error:
+            target_answered(False)
             raise Unsent(f"{method} {url}: {plain_reason(error)}") from error
         path = parts.path or "/"
         connection.request(
             method, f"{path}?{parts.query}" if parts.query else path, data, headers or {}
         )
         response = connection.getresponse()
+        target_answered(response.status < 500)
         raw = response.read(cap + 1)  # One byte past the cap tells that there is more.
         if len(raw) > cap:
             raise OverBudget(f"{method} {url}: the target answered more than {cap} bytes")
@@ -327,10 +330,12 @@ def _open(method: str, url: str, data: bytes | None = None, headers: dict | None
             response.status, raw, response.getheader("ETag"), response.getheader("Location")
         )
     except TimeoutError as error:  # Every wait had the time left: the deadline passed.
+        target_answered(False)
         raise OverBudget(
             f"{method} {url}: the target did not finish answering within {seconds:g} s"
         ) from error
     except (OSError, http.client.HTTPException) as error:
+        target_answered(False)
         raise ExecutionFailed(f"{method} {url}: {plain_reason(error)}") from error
     finally:
         connection.close()
@@ -358,6 +363,14 @@ class HttpRequest(Action):
 
     def deduplicates(self, args: HttpRequestArguments) -> bool:
         return urlsplit(args.url).netloc in settings.OVERSIGHT_HTTP_DEDUPLICATING_HOSTS
+
+    def lane(self, arguments: dict, project_id: int) -> str:
+        """The host the call goes to (its precondition and verify URLs are most often
+        the same host's)."""
+        try:
+            return f"{self.name} {urlsplit(arguments['url']).netloc.lower()}"
+        except (KeyError, TypeError, ValueError):  # Not a URL: the call fails on its own.
+            return self.name
 
     def describe(self, args: HttpRequestArguments) -> dict[str, str]:
         pre = args.precondition

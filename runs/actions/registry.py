@@ -32,6 +32,14 @@ def get_action(name: str) -> Action | None:
     return registered().get(name)
 
 
+def lane_of(action_name: str, arguments: dict, project_id: int) -> str:
+    """The lane of an operation (``Action.lane``): for an action not registered here,
+    its name."""
+    action = get_action(action_name)
+    lane = action.lane(arguments, project_id) if action else action_name
+    return lane[: Operation._meta.get_field("lane").max_length]
+
+
 def parse_arguments(action: Action, arguments: dict):
     """Validate arguments against the action's schema; ``InvalidInput`` names each field."""
     try:

@@ -102,11 +102,13 @@ def claim_next(
     lease: timedelta,
     now: datetime | None = None,
     then: Callable[[Operation, Run], None] | None = None,
+    skip: set[str] = frozenset(),
 ) -> Operation | None:
-    """Claim the first claimable operation that no other worker is writing, or None.
-    ``then(operation, run)``, if given, is called inside the claim's transaction, which
-    holds the lock of ``run``; the claim commits with whatever it writes (the operation
-    returned is then as it was claimed, not as ``then`` left it)."""
+    """Claim the first claimable operation that no other worker is writing, and that is
+    in none of the lanes in ``skip`` (full, or paused), or None. ``then(operation,
+    run)``, if given, is called inside the claim's transaction, which holds the lock of
+    ``run``; the claim commits with whatever it writes (the operation returned is then
+    as it was claimed, not as ``then`` left it)."""
     now = now or db_now()
     busy: set[int] = set()  # Runs another transaction holds: their operations wait.
     after = 0
@@ -115,6 +117,7 @@ def claim_next(
             claimable(now)
             .filter(pk__gt=after)
             .exclude(run_id__in=busy)
+            .exclude(lane__in=skip)
             .values_list("pk", "run_id", "action", "status", "attempts")[:CANDIDATES]
         )
         for op_id, run_id, action, status, attempts in candidates:

@@ -21,7 +21,7 @@ from django.db import connection
 from runs.transitions import WORK_CHANNEL
 
 SQLITE_POLL_SECONDS = 0.005
-SLICE_SECONDS = 0.25  # How soon a wait notices SIGTERM.
+SLICE_SECONDS = 0.05  # How soon a wait notices SIGTERM, or that an effect ended.
 
 
 class Wakeup:

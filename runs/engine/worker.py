@@ -1,16 +1,22 @@
-"""The worker: a loop around ``step()``, which does one unit of work and says whether
-it did any. SIGTERM (or SIGINT) lets the step in hand finish, then the loop ends."""
+"""The worker: a loop around ``step()``, which claims one operation and says whether
+it did any work. Run as a process (``run()``), it carries out up to
+``OVERSIGHT_WORKER_EFFECTS`` effects at once, in lanes (``runs.engine.effects``), and
+delivers alerts and reviewers' emails in a thread of their own (``notifying``); a
+``step()`` called alone (tests, ``--once``) carries its effect out before it returns.
+SIGTERM (or SIGINT) stops the claims and lets the effects in hand end."""
 
 import logging
 import os
 import signal
 import socket
+import threading
 import time
 from copy import copy
 from datetime import timedelta
+from functools import partial
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import DatabaseError, close_old_connections
 from django.db.models.functions import Now
 
 from runs.actions.files import clear_leftovers
@@ -19,9 +25,12 @@ from runs.clock import db_now
 from runs.engine.boundaries import CLAIMED, reach
 from runs.engine.claims import claim_next
 from runs.engine.deliveries import deliver_due
+from runs.engine.effects import Effects
 from runs.engine.executor import Execution
+from runs.engine.lanes import Lanes
 from runs.engine.lease import LeaseLost
 from runs.engine.notifications import notify_reviewers
+from runs.engine.notifying import NotificationLane
 from runs.engine.stalls import StallWatch
 from runs.engine.sweeper import sweep_agent_operations
 from runs.engine.turns import Turns
@@ -54,25 +63,42 @@ class Worker:
         self.done_in_claim: bool | None = None
         self.wakeup = Wakeup()
         self.turns = Turns()
+        # Set by ``run()``: effects carried out at once, notifications in their lane.
+        self.effects: Effects | None = None
+        self.notifications: NotificationLane | None = None
+        self.publishing = threading.Lock()
 
     def step(self) -> bool:
-        """Do the housekeeping, then drive one operation; say whether there was work.
-        What is due is looked for before a claim at most once a second (six queries,
-        and nothing there that urgent: a worker woken by an approval claims it at
-        once, since it looked less than a second ago while idle), and as soon as the
-        queue is empty."""
+        """Do the housekeeping, then claim one operation and carry it out (or start it,
+        in ``run()``); say whether there was work. What is due is looked for before a
+        claim at most once a second (six queries, and nothing there that urgent: a
+        worker woken by an approval claims it at once, since it looked less than a
+        second ago while idle), and as soon as the queue is empty."""
         skipped = time.monotonic() < self.next_due
         did_work = False if skipped else self.housekeeping()
+        if self.effects is not None:
+            self.effects.freed.clear()
+            if self.effects.full:
+                return did_work
         self.done_in_claim = None
+        closed = self.effects.closed() if self.effects else set()
         with self.turns.turn(stopped=lambda: self.stopping):
             then = self._at_once if self.at_once else None
-            operation = claim_next(worker=self.name, lease=self.lease, then=then)
+            operation = claim_next(worker=self.name, lease=self.lease, then=then, skip=closed)
         if operation is None:  # The queue is empty: catch up on what is due.
             return self.housekeeping() if skipped else did_work
         if self.done_in_claim:
             return True
         if self.done_in_claim is None:
             reach(CLAIMED, operation)
+        if self.effects is None:
+            self.carry_out(operation)
+        else:
+            self.effects.start(operation.lane, partial(self.carry_out, operation))
+        return True
+
+    def carry_out(self, operation: Operation) -> None:
+        """Drive a claimed operation as far as this worker can; never raises."""
         with _about(operation):
             try:
                 Execution(operation, self.name, self.lease).run()
@@ -83,7 +109,6 @@ class Worker:
                 # Not even the failure could be recorded (the database went away?): the
                 # lease lapses and a later attempt resumes; the worker goes on.
                 log.exception("%s: operation %s", self.name, operation.pk)
-        return True
 
     def _at_once(self, operation: Operation, run: Run) -> None:
         """In the claim's transaction: an effect inside Oversight's database is carried
@@ -97,9 +122,10 @@ class Worker:
 
     def housekeeping(self) -> bool:
         """Expire what is overdue (proposals, approvals, human requests), settle abandoned
-        agent operations, deliver due alerts, and once a minute notify reviewers, clear
-        killed writers' temporary files and delete expired API replies. A failure here (a
-        database busy past its timeout) is logged, and the step goes on."""
+        agent operations, and once a minute clear killed writers' temporary files and
+        delete expired API replies; unless the notifications have their own lane, deliver
+        due alerts and, once a minute, notify reviewers. A failure here (a database busy
+        past its timeout) is logged, and the step goes on."""
         self.next_due = time.monotonic() + DUE_EVERY_SECONDS
         minutely = time.monotonic() >= self.next_housekeeping
         try:
@@ -109,10 +135,12 @@ class Worker:
             did_work = expire_due_operations(now) > 0
             did_work |= expire_due_requests(now) > 0
             did_work |= sweep_agent_operations(now) > 0
-            did_work |= deliver_due(now) > 0
+            inline = self.notifications is None
+            did_work |= inline and deliver_due(now) > 0
             if minutely:
                 self.next_housekeeping = time.monotonic() + HOUSEKEEPING_EVERY_SECONDS
-                notify_reviewers()
+                if inline:
+                    notify_reviewers()
                 clear_leftovers()
                 purge_expired(now)
         except Exception:
@@ -128,6 +156,17 @@ class Worker:
             defaults={"host": socket.gethostname(), "pid": os.getpid(), "seen_at": Now()},
         )
 
+    def publish_lanes(self) -> None:
+        """Say which lanes this worker paused (a breaker opened or closed), for the pages,
+        ``/healthz`` and ``/metrics``. In the thread of the effect that changed it; one at
+        a time, so that an older view never overwrites a newer one."""
+        with self.publishing:
+            try:
+                paused = self.effects.lanes.paused()
+                WorkerHeartbeat.objects.filter(name=self.name).update(paused_lanes=paused)
+            except DatabaseError as error:  # The next change (or beat) says it again.
+                log.warning("worker %s: paused lanes not recorded: %s", self.name, error)
+
     def drain(self) -> None:
         """Work until nothing is ready (``runworker --once``)."""
         while not self.stopping and self.step():
@@ -139,6 +178,10 @@ class Worker:
         bound = settings.OVERSIGHT_DB_IDLE_IN_TRANSACTION_SECONDS
         if bound and StallWatch.applies():
             StallWatch(bound).watching(stopped=lambda: self.stopping)
+        lanes = Lanes(on_change=self.publish_lanes)
+        self.effects = Effects(settings.OVERSIGHT_WORKER_EFFECTS, lanes)
+        self.notifications = NotificationLane(self.name)
+        self.notifications.start()
         log.info("worker %s started", self.name)
         while not self.stopping:
             close_old_connections()
@@ -151,14 +194,20 @@ class Worker:
                 did_work = False
             if not did_work:
                 self._idle(idle_seconds)
+        self.effects.finish()
+        self.notifications.stop()
         log.info("worker %s stopped", self.name)
 
     def _idle(self, seconds: float) -> None:
-        """Wait for work, or ``seconds``; a failed wait (the database went away) still
-        waits out its time before the next step tries again."""
+        """Wait for work (or for a slot, when an effect ends), or ``seconds``; a failed
+        wait (the database went away) still waits out its time before the next step
+        tries again."""
         started = time.monotonic()
+        freed = self.effects.freed if self.effects else None
         try:
-            self.wakeup.wait(seconds, stopped=lambda: self.stopping)
+            self.wakeup.wait(
+                seconds, stopped=lambda: self.stopping or bool(freed and freed.is_set())
+            )
         except Exception:
             log.exception("worker %s: waiting for work failed", self.name)
             time.sleep(max(0.0, seconds - (time.monotonic() - started)))

@@ -73,6 +73,9 @@ class Operation(models.Model):
     proposed_risk = models.CharField(max_length=8, choices=Risk.choices, blank=True)
     rollback_kind = models.CharField(max_length=16, choices=RollbackKind.choices)
     executor = models.CharField(max_length=8, choices=Executor.choices, default=Executor.SERVER)
+    # The target the effect waits on (``Action.lane``), kept with the arguments: a
+    # worker claims nothing of a lane that is full or whose target stopped answering.
+    lane = models.CharField(max_length=300, blank=True, default="")
     required_approvals = models.PositiveSmallIntegerField()
     approval_rule = models.CharField(
         max_length=300, blank=True, help_text="The policy rule that set risk and approvals."

@@ -1,0 +1,54 @@
+"""Alert deliveries and reviewers' emails in a lane of their own: a thread of the
+worker, so that a mail server or a webhook that never answers holds that thread, never
+a claim (each delivery may wait up to its timeout, and ten may be due at once).
+
+Due deliveries are looked for every second (at once again after a batch); reviewers
+are emailed once a minute.
+"""
+
+import logging
+import threading
+import time
+
+from django.db import close_old_connections, connections
+
+from runs.clock import db_now
+from runs.engine.deliveries import deliver_due
+from runs.engine.notifications import notify_reviewers
+
+log = logging.getLogger(__name__)
+DUE_EVERY_SECONDS = 1.0
+EMAIL_EVERY_SECONDS = 60.0
+
+
+class NotificationLane:
+    def __init__(self, worker: str) -> None:
+        self.worker = worker
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="notifications", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Let the delivery in hand end (bounded by its timeout), then stop."""
+        self.stopping.set()
+        self.thread.join()
+
+    def _loop(self) -> None:
+        next_emails = 0.0
+        try:
+            while not self.stopping.is_set():
+                close_old_connections()
+                more = False  # A full batch was delivered: more may be due already.
+                try:
+                    more = deliver_due(db_now()) > 0
+                    if time.monotonic() >= next_emails:
+                        next_emails = time.monotonic() + EMAIL_EVERY_SECONDS
+                        notify_reviewers()
+                except Exception:
+                    log.exception("worker %s: notifications failed", self.worker)
+                if not more:
+                    self.stopping.wait(DUE_EVERY_SECONDS)
+        finally:
+            connections.close_all()  # This thread's only.
