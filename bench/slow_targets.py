@@ -5,15 +5,16 @@ target that answers every request after ``--latency`` ms, carried out by ``--wor
 just before them against a target that accepts connections and never answers (each of
 its requests ends at ``--deadline``, ``OVERSIGHT_HTTP_DEADLINE_SECONDS``).
 
-Each operation makes several requests to its target (the precondition, the snapshot,
-the call, the verification; counted by the target). A worker that carries out one
-effect at a time can therefore do at most workers / (requests x latency) operations per
-second: the bench prints that ceiling and each rate's share of it. It then checks that
-every healthy operation committed and was applied once. Uses a throwaway SQLite file,
-or DATABASE_URL's database (into which it writes a bench project).
+Each operation makes several requests to its target (the snapshot, the call, the
+verification; counted by the target). A worker carrying out N effects at once in a lane
+(``--effects``, within ``OVERSIGHT_LANE_EFFECTS``) can therefore do at most
+workers x N / (requests x latency) operations per second: the bench prints that ceiling
+and each rate's share of it. It then checks that every healthy operation committed and
+was applied once. Uses a throwaway SQLite file, or DATABASE_URL's database (into which
+it writes a bench project).
 
     .venv/bin/python bench/slow_targets.py [--operations 40] [--latency 100] \\
-        [--hanging 10] [--deadline 5] [--workers 1]
+        [--hanging 10] [--deadline 5] [--workers 1] [--effects 32]
 """
 
 import argparse
@@ -40,6 +41,7 @@ from bench.environment import ROOT, start_django  # noqa: E402
 
 start_django()
 
+from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
@@ -156,16 +158,17 @@ def phase(figures: Figures, args: argparse.Namespace, hanging: int) -> None:
         raise SystemExit(f"{name}: none of the healthy operations committed")
     seconds = (window["last"] - window["first"]).total_seconds()
     requests = SLOW.RequestHandlerClass.answered / len(healthy)
-    ceiling = args.workers / (requests * args.latency / 1000)
+    at_once = min(args.effects, settings.OVERSIGHT_LANE_EFFECTS)
+    ceiling = args.workers * at_once / (requests * args.latency / 1000)
     rate = figures.add(f"{name}: healthy operations", len(healthy) / seconds, "ops/s")
     figures.add(f"{name}: seconds", seconds, "s")
     figures.add(f"{name}: requests per operation", requests, "requests")
-    figures.add(f"{name}: one effect at a time at most", ceiling, "ops/s")
+    figures.add(f"{name}: {at_once} effects at once at most", ceiling, "ops/s")
     share = figures.add(f"{name}: share of that ceiling", rate / ceiling, "ratio")
     figures.add(f"{name}: committed", committed, "operations")
     print(
         f"{name:>20}: {len(healthy)} operations at {args.latency:.0f} ms in {seconds:6.2f} s"
-        f" = {rate:5.2f} ops/s ({requests:.1f} requests each; one effect at a time allows"
+        f" = {rate:5.2f} ops/s ({requests:.1f} requests each; {at_once} at once allow"
         f" {ceiling:5.2f}, {share:.0%} of it); committed {committed}"
     )
     if committed != len(healthy):
@@ -179,11 +182,16 @@ def main() -> None:
     parser.add_argument("--hanging", type=int, default=10, help="operations that hang")
     parser.add_argument("--deadline", type=int, default=5, help="seconds per request")
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--effects", type=int, default=32, help="at once, per worker")
     args = parser.parse_args()
     os.environ["OVERSIGHT_HTTP_DEADLINE_SECONDS"] = str(args.deadline)
+    os.environ["OVERSIGHT_WORKER_EFFECTS"] = str(args.effects)  # For the workers.
     figures = Figures(__file__, args)
     call_command("migrate", verbosity=0)
-    print(f"database: {connection.vendor}; {args.workers} worker(s)")
+    print(
+        f"database: {connection.vendor}; {args.workers} worker(s) of {args.effects} effects"
+        f" at once, {settings.OVERSIGHT_LANE_EFFECTS} per lane"
+    )
     answer_slowly(args.latency / 1000)
     threading.Thread(target=SLOW.serve_forever, daemon=True).start()
     threading.Thread(target=hang_forever, daemon=True).start()

@@ -312,6 +312,7 @@ def test_slow_targets(tmp_path):
     out, document = run_bench(
         "slow_targets.py",
         *("--operations", "4", "--latency", "20", "--hanging", "1", "--deadline", "1"),
+        *("--effects", "4"),
         tmp_path=tmp_path,
     )
     assert document["arguments"] == {
@@ -320,13 +321,14 @@ def test_slow_targets(tmp_path):
         "hanging": 1,
         "deadline": 1,
         "workers": 1,
+        "effects": 4,
     }
     figures = by_name(document)
     for name in ("alone", "behind 1 hanging"):
         assert figures[f"{name}: committed"] == {"value": 4, "unit": "operations"}
         requests = figures[f"{name}: requests per operation"]["value"]
-        ceiling = figures[f"{name}: one effect at a time at most"]["value"]
-        assert ceiling == pytest.approx(1 / (requests * 0.020))
+        ceiling = figures[f"{name}: 4 effects at once at most"]["value"]
+        assert ceiling == pytest.approx(4 / (requests * 0.020))
         rate = printed(rf"^ +{name}: 4 operations at 20 ms in +[\d.]+ s = +([\d.]+) ops/s", out)
         assert rate == f"{figures[f'{name}: healthy operations']['value']:.2f}"
     assert figures["effects applied twice"] == {"value": 0, "unit": "effects"}
