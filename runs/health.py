@@ -1,7 +1,7 @@
 """What ``/healthz`` answers a load balancer or a monitor: whether the database is
 reachable, its migrations applied, a worker alive (its heartbeat fresh), the alert
-deliveries keeping up, and every open alert delivered outside Oversight. Counts and
-ages only: no data."""
+deliveries keeping up, every open alert delivered outside Oversight, and how many lanes
+live workers paused. Counts and ages only: no data (it answers anyone)."""
 
 from django.conf import settings
 from django.db import DatabaseError, connection
@@ -11,6 +11,7 @@ from django.db.models import Exists, Max, OuterRef
 from oversight.version import VERSION
 from runs.clock import db_now
 from runs.models import Alert, AlertDelivery, WorkerHeartbeat
+from runs.paused_lanes import paused_lanes
 
 # Checks whose failure leaves Oversight working, but people unaware of what it raised.
 DEGRADING = {"open_alerts"}
@@ -27,6 +28,7 @@ def health(*, scope: str = "all") -> dict:
         checks = {"database": {"ok": True}, "migrations": _migrations()}
         if scope == "all" and checks["migrations"]["ok"]:
             checks |= _workers_and_deliveries() | {"open_alerts": _open_alerts()}
+            checks["lanes"] = _lanes()
     except DatabaseError:
         checks = {"database": {"ok": False}}
     failing = {name for name, check in checks.items() if not check["ok"]}
@@ -70,3 +72,12 @@ def _open_alerts() -> dict:
         .count()
     )
     return {"ok": undelivered == 0, "undelivered": undelivered}
+
+
+def _lanes() -> dict:
+    """How many lanes live workers paused, always ok: a target that stopped answering is
+    its owner's outage, not Oversight's. The workers carry on with every other lane, try
+    the paused one again on their own, and its operations say so on their pages; failing
+    here would page Oversight's operators for someone else's server. Not which lanes:
+    they name hosts (``/metrics``, behind its token, does)."""
+    return {"ok": True, "paused": len({pause.lane for pause in paused_lanes()})}

@@ -39,6 +39,7 @@ from runs.models import (
     Project,
     WorkerHeartbeat,
 )
+from runs.paused_lanes import paused_lanes
 
 # Upper bounds (seconds) of the duration histograms' buckets; +Inf comes last.
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -72,6 +73,7 @@ class OversightCollector:
         yield _takeovers(slugs)
         yield from _deliveries()
         yield from _workers(now)
+        yield _paused()
 
 
 def _count_in_project(model, **filters) -> Coalesce:
@@ -227,3 +229,17 @@ def _workers(now: datetime) -> Iterator[Metric]:
         "Workers whose heartbeat is younger than OVERSIGHT_HEALTH_WORKER_SECONDS.",
         value=alive,
     )
+
+
+def _paused() -> Metric:
+    """One series per paused lane, only while a live worker has it paused (a lane is
+    named by its target, so there are as many as targets down, not as many as
+    operations)."""
+    family = GaugeMetricFamily(
+        "oversight_lane_paused",
+        "Live workers that paused the lane, its target having stopped answering.",
+        labels=["lane"],
+    )
+    for lane, workers in sorted(Counter(pause.lane for pause in paused_lanes()).items()):
+        family.add_metric([lane], workers)
+    return family

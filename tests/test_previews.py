@@ -19,7 +19,7 @@ from tests.conftest import AGENT, http_arguments
 from tests.helpers import decide_on, page_of, post_decision, shown, stored
 from tests.test_verify_evidence import rewrite, verify
 
-QUERIES = 13  # the next operation waiting for the reviewer included
+QUERIES = 14  # the next operation waiting for the reviewer, and its lane's pauses, included
 
 
 def write(propose, path: str, content: str, expected: str | None, call_id: str = "w-1"):

@@ -12,6 +12,7 @@ from runs.actions.registry import get_action, parse_arguments
 from runs.errors import InvalidInput, OversightError
 from runs.forms import DecisionForm
 from runs.models import Decision, Operation
+from runs.paused_lanes import PausedLane, paused_lanes
 from runs.permissions import has_project_perm
 from runs.policies import explain
 from runs.services.decisions import decide, own_interest
@@ -20,6 +21,13 @@ from runs.views.access import load_operation
 
 RECENT_MESSAGES = 10
 DECISION_KINDS = [kind for kind, _ in Decision.Kind.choices]
+# A worker still has these to carry out on the target (the effect, its verification,
+# or the rollback after a failed one), so a pause of its lane holds them up.
+HELD_BY_A_PAUSE = {
+    Operation.Status.APPROVED,
+    Operation.Status.IN_FLIGHT,
+    Operation.Status.VERIFY_FAILED,
+}
 
 
 @require_GET
@@ -101,12 +109,33 @@ def next_waiting(reviewer, besides: int | None = None) -> Operation | None:
 @require_GET
 def outcome(request: HttpRequest, pk: int) -> HttpResponse:
     """The live status panel, polled by htmx (with the version it shows) until the
-    operation reaches an end: an unchanged operation answers 204, and nothing is
-    swapped or announced."""
+    operation reaches an end: an unchanged operation (and pause of its lane) answers
+    204, and nothing is swapped or announced."""
     operation = load_operation(request.user, pk)
-    if request.GET.get("version") == str(operation.version):
+    paused = _paused(operation)
+    shown = _panel_version(operation, paused)
+    if request.GET.get("version") == shown:
         return HttpResponse(status=204)
-    return render(request, "runs/operation.html#outcome", {"operation": operation})
+    context = {"operation": operation, "paused": paused, "panel_version": shown}
+    return render(request, "runs/operation.html#outcome", context)
+
+
+def _paused(operation: Operation) -> PausedLane | None:
+    """The pause of the lane this operation waits in, if a live worker has it paused
+    (the one that tries again soonest); read only for an operation a worker still has
+    to carry out: the page of one that waits on no worker pays no query for it."""
+    if operation.executor != Operation.Executor.SERVER or operation.status not in HELD_BY_A_PAUSE:
+        return None
+    return next((pause for pause in paused_lanes() if pause.lane == operation.lane), None)
+
+
+def _panel_version(operation: Operation, paused: PausedLane | None) -> str:
+    """What the status panel shows, as the token it polls with: the operation's version,
+    and the next trial of its lane's pause, which starts, ends or moves on while the
+    operation waits unchanged."""
+    if paused is None:
+        return str(operation.version)
+    return f"{operation.version}-{paused.retry_at.timestamp():.0f}"
 
 
 def _render(request, operation: Operation, bound: DecisionForm | None = None, status: int = 200):
@@ -115,8 +144,11 @@ def _render(request, operation: Operation, bound: DecisionForm | None = None, st
     decisions = list(operation.decisions.select_related("reviewer"))
     approvers = list(operation.decisions.counted_approvals().select_related("reviewer"))
     approval_rule, risk_raised_by = explain(operation)
+    paused = _paused(operation)
     context = {
         "operation": operation,
+        "paused": paused,
+        "panel_version": _panel_version(operation, paused),
         "run": run,
         "messages_recent": list(reversed(run.messages.order_by("-seq")[:RECENT_MESSAGES])),
         "arguments": _folded(operation.arguments),
