@@ -195,6 +195,32 @@ def test_one_worker_has_eight_effects_in_flight_and_a_takeover_resumes_each_once
     assert applied_once(target, operations)
 
 
+def test_sigterm_stops_the_claims_and_lets_every_effect_in_hand_finish(
+    puts, target, held_calls, start_worker
+):
+    """SIGTERM with four calls held by the target: the worker claims nothing more, and
+    exits (0) only once each of the four it holds has committed; what it never claimed
+    stays approved for the next worker."""
+    operations = puts(target.base, 4, "held")
+    calls = held_calls(4)
+    worker = start_worker(OVERSIGHT_LANE_EFFECTS="4", **PATIENT)
+    wait_until(lambda: len(calls.calls) == 4, 30, "four calls held at once", worker)
+    later = puts(target.base, 2, "later")  # Its lane is full: not claimed yet.
+
+    worker.send_signal(signal.SIGTERM)
+    with pytest.raises(subprocess.TimeoutExpired):
+        worker.wait(timeout=1)  # Its effects are still held: it waits for them.
+    calls.release()
+
+    assert worker.wait(timeout=30) == 0
+    assert all_committed(operations)
+    assert applied_once(target, operations)
+    statuses = Operation.objects.filter(pk__in=[op.pk for op in later]).values_list(
+        "status", flat=True
+    )
+    assert list(statuses) == ["approved", "approved"]
+
+
 # --- A target that never answers holds its own lane only --------------------------------
 
 

@@ -14,6 +14,7 @@ closed (``Lanes``); ``freed`` wakes it when an effect ends. ``finish()`` (on SIG
 lets the effects in hand end: each is bounded by its target's deadline and its lease.
 """
 
+import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +24,8 @@ from django.db import connections
 
 from runs.actions.base import reporting_to
 from runs.engine.lanes import Lanes
+
+log = logging.getLogger(__name__)
 
 
 class Effects:
@@ -55,12 +58,21 @@ class Effects:
             with reporting_to(partial(self.lanes.answered, lane)):
                 effect()
         finally:
-            connections.close_all()  # This thread's only.
             self.lanes.leave(lane)
             with self.lock:
                 self.busy -= 1
             self.freed.set()
+            _close_connections()
 
     def finish(self) -> None:
         """Wait for the effects in hand to end."""
         self.pool.shutdown(wait=True)
+
+
+def _close_connections() -> None:
+    """Close this thread's connections, so that an idle worker holds none; one that
+    fails to close (the server went away) is gone anyway."""
+    try:
+        connections.close_all()
+    except Exception:
+        log.warning("an effect's database connection did not close cleanly", exc_info=True)
