@@ -4,6 +4,7 @@ change nothing there; a killed one holds nobody up; the housekeeping sweep never
 what a live writer staged. With real worker processes where a process is stopped."""
 
 import signal
+import threading
 import time
 from contextlib import ExitStack
 from datetime import timedelta
@@ -15,6 +16,7 @@ from django.utils import timezone
 from runs.actions.base import Context
 from runs.actions.files import FolderBusy, FolderLock, clear_leftovers, folder_lock, workspace_of
 from runs.canonical import sha256_hex
+from runs.demo.agent import write_as_colleague
 from runs.engine.claims import claim_next
 from runs.engine.lease import Lease, LeaseLost
 from runs.errors import InvalidInput
@@ -199,3 +201,25 @@ def test_a_path_through_a_folder_named_like_oversights_own_is_refused(propose):
     with pytest.raises(InvalidInput, match="path"):
         propose("never", action="file.write", arguments=arguments, rollback_kind="in_band")
     assert not Operation.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_colleague_writing_beside_the_sweep_loses_no_write(project):
+    """The demo's colleague writes the shared plan without the folder's lock, while
+    workers sweep the workspace: the sweep never takes a write from under it."""
+    plan = workspace_of(project) / "shared" / "plan.md"
+    done = threading.Event()
+
+    def sweep():
+        while not done.is_set():
+            clear_leftovers()
+
+    sweeper = threading.Thread(target=sweep)
+    sweeper.start()
+    try:
+        for n in range(300):
+            write_as_colleague(plan, f"- note {n}\n".encode())
+    finally:
+        done.set()
+        sweeper.join()
+    assert plan.read_bytes() == b"- note 299\n"

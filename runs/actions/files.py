@@ -395,9 +395,9 @@ def clear_leftovers() -> int:
 
 def _remove_leftovers(lock: FolderLock) -> int:
     """Holding ``lock``: remove the staging folders of writers whose processes are gone,
-    and temporary files (``write_durably``'s), whose writers hold the lock while theirs
-    exist — through the entry, so that none is removed once the lock was taken over.
-    Returns how many."""
+    and any file named like Oversight's own (a workspace's ``.incoming-*`` names are
+    Oversight's; no writer outside the lock may use them) — through the entry, so that
+    none is removed once the lock was taken over. Returns how many."""
     removed = 0
     for leftover in lock.folder.glob(f"{INCOMING}*"):
         if leftover.name == LOCK:

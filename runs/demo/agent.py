@@ -16,6 +16,7 @@ Runs whose operations have all ended are finished (completed, or partial).
 import itertools
 import logging
 from collections.abc import Callable
+from pathlib import Path
 
 from oversight_client import Oversight
 from runs.actions.files import workspace_of
@@ -25,6 +26,14 @@ from runs.services.artifacts import write_durably
 
 log = logging.getLogger(__name__)
 OPEN = ("queued", "running")
+
+
+def write_as_colleague(path: Path, content: bytes) -> None:
+    """Write a workspace file as a person beside Oversight would: all at once, staged
+    under a name of the colleague's own. A workspace's ``.incoming-*`` names belong to
+    ``file.write``'s locks, and its sweep removes such files, which would lose a write
+    made outside the lock midway."""
+    write_durably(path, content, prefix=".colleague-")
 
 
 class DemoAgent:
@@ -185,7 +194,7 @@ class DemoAgent:
         project = Project.objects.get(slug=self.session["project"])
         path = workspace_of(project) / "shared" / "plan.md"
         if not path.exists():
-            write_durably(path, b"# Plan\n")
+            write_as_colleague(path, b"# Plan\n")
         seen = path.read_bytes()
         run = self.begin(
             f"Add item {n} to the shared plan",
@@ -202,7 +211,7 @@ class DemoAgent:
             },
             rollback="in_band",
         )
-        write_durably(path, seen + f"- colleague's note {n}\n".encode())
+        write_as_colleague(path, seen + f"- colleague's note {n}\n".encode())
 
     def pay_invoice(self, n: int) -> None:
         run = self.begin(f"Pay invoice INV-{3000 + n}", "High risk: two reviewers must agree.")

@@ -50,11 +50,12 @@ def store_artifact(content: bytes) -> Artifact:
     return artifact
 
 
-def write_durably(path: Path, content: bytes) -> None:
-    """Replace ``path`` with ``content`` all at once, durably: a temp file in the same
-    folder, fsync, atomic rename, fsync the folder. Readers see old or new, never half."""
+def write_durably(path: Path, content: bytes, *, prefix: str = INCOMING) -> None:
+    """Replace ``path`` with ``content`` all at once, durably: a temp file (named
+    ``prefix``…) in the same folder, fsync, atomic rename, fsync the folder. Readers see
+    old or new, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=INCOMING)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=prefix)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(content)

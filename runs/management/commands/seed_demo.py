@@ -12,10 +12,11 @@ from django.db import transaction
 from runs.actions.files import workspace_of
 from runs.actors import Actor
 from runs.canonical import sha256_hex
+from runs.demo.agent import write_as_colleague
 from runs.models import ApprovalPolicy, Project, Role
 from runs.payloads import MessageKind
 from runs.permissions import role_group
-from runs.services.artifacts import attach_artifact, write_durably
+from runs.services.artifacts import attach_artifact
 from runs.services.decisions import decide, expire_if_due
 from runs.services.proposals import propose_operation
 from runs.services.requests import ask
@@ -143,7 +144,7 @@ class Command(BaseCommand):
 
         readme = begin("Update the README with the new install steps")
         old_readme = b"# Project\n\nOld install steps.\n"
-        write_durably(workspace_of(project) / "README.md", old_readme)
+        write_as_colleague(workspace_of(project) / "README.md", old_readme)
         attach_artifact(run=readme, name="README.md", content=old_readme, actor=AGENT)
         propose(
             readme,
