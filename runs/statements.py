@@ -7,12 +7,34 @@ worker makes three transitions per operation. Here the SQL is what the ORM write
 the same change, built once per model and set of columns, and every value goes through
 its field's own preparation (``get_db_prep_save``), as ``save()`` and ``update()`` send
 it. Only for plain values: an expression (``F``, ``Now()``) needs the ORM.
+
+The reads a worker makes for every operation cost the same way, but their conditions are
+the ORM's (``claimable`` is a query of its own, kept in one place): a ``Prepared`` read
+lets the ORM build and compile its queryset once per database, and then sends the same
+SQL with each call's values, converted back as the ORM converts them.
 """
 
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from functools import cache
 
 from django.db import connection, models
 from django.db.models.signals import post_save, pre_save
+
+# A value of each kind a ``Prepared`` read may take, unlike the constants in its query
+# (an int within every integer field's range: the ORM drops a condition on a value out of
+# range); and how the ORM sends a value of that kind to the database (as the field it is
+# compared with does).
+_MARKS = {
+    int: lambda n: 30_011 + 7 * n,
+    str: lambda n: f"\x00prepared-{n}",
+    datetime: lambda n: datetime(1900, 1, 1, tzinfo=UTC) + timedelta(seconds=n),
+}
+_SENT = {
+    int: lambda value: value,
+    str: lambda value: value,
+    datetime: lambda value: connection.ops.adapt_datetimefield_value(value),
+}
 
 
 def insert(instance: models.Model) -> None:
@@ -102,3 +124,85 @@ def _check_plain(fields: list[models.Field]) -> None:
         special = getattr(field, "get_placeholder_sql", None) or field.has_db_default()
         if special or not field.concrete or field.generated:
             raise TypeError(f"{field} needs the ORM to be written")
+
+
+class Prepared:
+    """A read whose queryset ``build(**values)`` makes: compiled by the ORM once per
+    database, then sent with each call's ``values`` (of the ``kinds`` given: int, str or
+    datetime). The queryset's shape must not depend on the values (a list's length
+    would): ``build`` is called once, with marks in their place, and each mark must
+    reach the SQL as one of its parameters."""
+
+    def __init__(self, build: Callable[..., models.QuerySet], **kinds: type) -> None:
+        self.build = build
+        self.kinds = kinds
+
+    def rows(self, **values) -> list[tuple]:
+        """The rows of a ``values_list`` queryset, converted as the ORM converts them."""
+        compiler, sql, slots = self._compiled(connection.vendor)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [slot(values) for slot in slots])
+            fetched = cursor.fetchall()
+        return list(compiler.results_iter(results=[fetched], tuple_expected=True))
+
+    def instances(self, **values) -> list[models.Model]:
+        """The instances of a model's queryset: every concrete field loaded, and each
+        annotation set as an attribute."""
+        model, names, annotations = self._shape()
+        found = []
+        for row in self.rows(**values):
+            instance = model.from_db(connection.alias, names, row[: len(names)])
+            for name, value in zip(annotations, row[len(names) :], strict=True):
+                setattr(instance, name, value)
+            found.append(instance)
+        return found
+
+    @cache  # noqa: B019 (one per read, for the process's life)
+    def _shape(self) -> tuple[type[models.Model], list[str], list[str]]:
+        queryset = self.build(**self._marks())
+        names = [field.attname for field in queryset.model._meta.concrete_fields]
+        return queryset.model, names, list(queryset.query.annotation_select)
+
+    def _marks(self) -> dict:
+        return {name: _MARKS[kind](n) for n, (name, kind) in enumerate(self.kinds.items())}
+
+    @cache  # noqa: B019 (one per read and database, for the process's life)
+    def _compiled(self, vendor: str):
+        marks = self._marks()
+        queryset = self.build(**marks)
+        if queryset._fields is None:  # A model's queryset: every column, by name.
+            _, names, annotations = self._shape()
+            queryset = queryset.values_list(*names, *annotations)
+        compiler = queryset.query.get_compiler(connection=connection)
+        sql, params = compiler.as_sql()
+        sent = {name: _SENT[self.kinds[name]](mark) for name, mark in marks.items()}
+        names = [_sent_as(param, sent) for param in params]
+        missing = set(marks) - set(names)
+        if missing:
+            raise TypeError(f"{sorted(missing)} did not reach the SQL as parameters: {sql}")
+        slots = [
+            _slot(param, name, sent.get(name), self.kinds)
+            for param, name in zip(params, names, strict=True)
+        ]
+        return compiler, sql, slots
+
+
+def _sent_as(param, sent: dict) -> str | None:
+    """The name of the value whose mark was sent as ``param``, or None (a constant)."""
+    return next(
+        (name for name, value in sent.items() if isinstance(param, type(value)) and value == param),
+        None,
+    )
+
+
+def _slot(param, name: str | None, mark, kinds: dict) -> Callable[[dict], object]:
+    """How a call's values give this parameter: a constant as compiled; a value as its
+    ``mark`` was sent, in the type the ORM gave it (psycopg's ``Int4`` for a small
+    integer column, say)."""
+    if name is None:
+        return lambda values: param
+    send = _SENT[kinds[name]]
+    if type(param) is type(mark):
+        return lambda values: send(values[name])
+    wrap = type(param)
+    return lambda values: wrap(send(values[name]))

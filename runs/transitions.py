@@ -63,20 +63,28 @@ def lock_run(run_id: int) -> Run:
     that goes on to record a transition passes the run it got (``run=`` of
     ``transition_operation``, ``locked=True`` of ``transition_run``), so the row is read
     and locked once per transaction."""
-    return _lockable(Run.objects.filter(pk=run_id)).get()
+    found = _LOCK.instances(pk=run_id)
+    if not found:
+        raise Run.DoesNotExist(f"there is no run {run_id}")
+    return found[0]
 
 
 def try_lock_run(run_id: int) -> Run | None:
     """``lock_run``, or None at once if another transaction holds the run (PostgreSQL's
     ``SKIP LOCKED``; on SQLite the immediate transaction already holds every row)."""
-    skip_locked = connection.features.has_select_for_update_skip_locked
-    return _lockable(Run.objects.filter(pk=run_id), skip_locked).first()
+    found = _TRY_LOCK.instances(pk=run_id)
+    return found[0] if found else None
 
 
-def _lockable(runs, skip_locked: bool = False):
-    return runs.select_for_update(of=("self",), skip_locked=skip_locked).annotate(
-        feed_token_id=F("session__token_id")
-    )
+def _lockable(pk: int, skip_locked: bool = False):
+    runs = Run.objects.filter(pk=pk).select_for_update(of=("self",), skip_locked=skip_locked)
+    return runs.annotate(feed_token_id=F("session__token_id"))[:1]
+
+
+_LOCK = statements.Prepared(_lockable, pk=int)
+_TRY_LOCK = statements.Prepared(
+    lambda pk: _lockable(pk, connection.features.has_select_for_update_skip_locked), pk=int
+)
 
 
 def transition_run(

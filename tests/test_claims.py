@@ -158,3 +158,44 @@ def test_a_count_taken_back_leaves_the_count_of_another_workers_claim(approved):
     _uncount_attempt(op.pk)  # A
     op.refresh_from_db()
     assert op.attempts == 1
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="SQLite holds the whole database, not a row"
+)
+def test_a_count_taken_back_waits_for_the_claim_holding_the_operation(approved):
+    """A counts, C counts after it and its claim holds the operation's row, A's claim
+    does not happen: A's count is taken back once C's claim lets go. Passed by instead
+    (SKIP LOCKED), it stayed for good: under eight busy workers an operation gave up
+    "after 3 attempts that ended their worker", never attempted."""
+    op = approved("ledger")
+    assert _count_attempt(op.pk, seen=0)  # A
+    assert _count_attempt(op.pk, seen=1)  # C
+    held, release = threading.Event(), threading.Event()
+
+    def claim_of_c():
+        try:
+            with transaction.atomic():
+                list(Operation.objects.select_for_update().filter(pk=op.pk))
+                held.set()
+                release.wait(DEADLINE_SECONDS)
+        finally:
+            connections.close_all()
+
+    def take_back_of_a():
+        try:
+            _uncount_attempt(op.pk)
+        finally:
+            connections.close_all()
+
+    c, a = threading.Thread(target=claim_of_c), threading.Thread(target=take_back_of_a)
+    c.start()
+    assert held.wait(10)
+    a.start()
+    a.join(0.5)
+    waited = a.is_alive()
+    release.set()
+    c.join()
+    a.join()
+    op.refresh_from_db()
+    assert (waited, op.attempts) == (True, 1)

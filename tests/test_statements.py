@@ -1,15 +1,16 @@
 """The transition path's prepared statements store what the ORM would, value for value:
 a checkpoint's hash is recomputed from what was stored, so any difference would break
-the chain."""
+the chain. A prepared read gives, call after call, what its queryset gives."""
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db.models import F
 from django.db.models.signals import post_save, pre_save
 
 from runs import statements
 from runs.errors import StaleVersion
-from runs.models import Checkpoint, HumanRequest, Operation
+from runs.models import Checkpoint, HumanRequest, Operation, Run
 from runs.services.requests import ask
 from runs.transitions import _update_versioned
 from tests.conftest import AGENT
@@ -120,3 +121,52 @@ def test_what_the_statements_cannot_write_as_the_orm_would_is_refused(run, revie
     with pytest.raises(ValueError, match="where a field is None"):
         statements.update(Checkpoint, {"id": stored_already.pk, "operation": None}, {})
     assert stored(stored_already.pk)["reason"] == "why <b>not</b>"
+
+
+def operations_due(before: datetime, run_id: int, status: str):
+    return (
+        Operation.objects.filter(run_id=run_id, status=status, created_at__lt=before)
+        .annotate(run_status=F("run__status"))
+        .order_by("pk")
+    )
+
+
+def test_a_prepared_read_gives_what_its_queryset_gives_call_after_call(propose, run):
+    first = propose("first", arguments={"from": "A", "to": "B", "amount": "1.50"})
+    second = propose("second", arguments={"from": "naïve “A”", "to": "B", "amount": "2"})
+    due = statements.Prepared(operations_due, before=datetime, run_id=int, status=str)
+    later = second.created_at + timedelta(seconds=1)
+
+    for before, run_id, status in [
+        (later, run.pk, "proposed"),
+        (second.created_at, run.pk, "proposed"),  # Not before itself: one less.
+        (later, run.pk, "approved"),
+        (later, run.pk + 1000, "proposed"),
+        (later, run.pk, "proposed"),
+    ]:
+        theirs = list(operations_due(before, run_id, status))
+        mine = due.instances(before=before, run_id=run_id, status=status)
+        assert [o.pk for o in mine] == [o.pk for o in theirs]
+        for ours, orm in zip(mine, theirs, strict=True):
+            assert (ours.arguments, ours.created_at, ours.run_status) == (
+                orm.arguments,
+                orm.created_at,
+                orm.run_status,
+            )
+            assert ours.arguments_hash == orm.arguments_hash
+    found = due.instances(before=later, run_id=run.pk, status="proposed")
+    assert [o.pk for o in found] == [first.pk, second.pk]
+    assert found[1].arguments["from"] == "naïve “A”"
+
+    def amounts(pk):
+        return Operation.objects.filter(pk=pk).values_list("arguments__amount", "created_at")
+
+    for operation in (first, second):
+        expected = list(amounts(operation.pk))
+        assert statements.Prepared(amounts, pk=int).rows(pk=operation.pk) == expected
+
+
+def test_a_read_whose_value_does_not_reach_its_sql_is_refused():
+    unused = statements.Prepared(lambda name: Run.objects.order_by("pk"), name=str)
+    with pytest.raises(TypeError, match=r"\['name'\] did not reach the SQL"):
+        unused.rows(name="x")

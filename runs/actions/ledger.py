@@ -16,9 +16,9 @@ import time
 from decimal import Decimal
 
 from django.db import IntegrityError, OperationalError, transaction
-from django.db.models import F
 from pydantic import Field, model_validator
 
+from runs import statements
 from runs.actions.base import (
     Action,
     Arguments,
@@ -30,6 +30,7 @@ from runs.actions.base import (
 )
 from runs.actions.previews import Balances
 from runs.models import Account, LedgerEntry, Operation
+from runs.statements import Prepared
 
 Money = Decimal
 # SQLSTATEs of a transaction the database aborted to resolve a conflict: retry it.
@@ -108,14 +109,10 @@ class LedgerTransfer(Action):
         return {"entry": entry.pk, "amount": str(entry.amount)}
 
     def verify(self, args: TransferArguments, key: str, ctx: Context) -> Effect:
-        entry = LedgerEntry.objects.filter(idempotency_key=key).select_related("debit", "credit")
-        entry = entry.first()
-        if entry is None:
+        found = _ENTRY_MADE.rows(key=key)
+        if not found:
             return Effect.ABSENT
-        as_approved = entry.amount == args.amount and (entry.debit.name, entry.credit.name) == (
-            args.source,
-            args.target,
-        )
+        as_approved = found[0] == (args.amount, args.source, args.target)
         return Effect.APPLIED if as_approved else Effect.UNCERTAIN
 
     def compensate(self, args: TransferArguments, key: str, ctx: Context) -> None:
@@ -126,12 +123,43 @@ class LedgerTransfer(Action):
         transfer(ctx, args.target, args.source, args.amount, f"{key}:compensate")
 
 
+def _accounts(project: int, source: str, target: str):
+    """The two accounts of a transfer in ``project``, those that exist."""
+    return Account.objects.filter(project_id=project, name__in=[source, target])
+
+
+# The reads of every transfer, compiled once (``runs.statements``).
+_BALANCES = Prepared(
+    lambda project, source, target: _accounts(project, source, target).values_list(
+        "name", "balance"
+    ),
+    project=int,
+    source=str,
+    target=str,
+)
+_LOCKED = Prepared(
+    lambda project, source, target: (
+        _accounts(project, source, target).select_for_update().order_by("pk")
+    ),
+    project=int,
+    source=str,
+    target=str,
+)
+_ENTRY = Prepared(
+    lambda key: LedgerEntry.objects.filter(idempotency_key=key).order_by("pk")[:1], key=str
+)
+_ENTRY_MADE = Prepared(
+    lambda key: LedgerEntry.objects.filter(idempotency_key=key).values_list(
+        "amount", "debit__name", "credit__name"
+    )[:1],
+    key=str,
+)
+
+
 def _balances(ctx: Context, args: TransferArguments) -> dict[str, Decimal]:
     """The balances of the transfer's accounts that exist in the project, by name."""
-    accounts = Account.objects.filter(
-        project_id=ctx.operation.project_id, name__in=[args.source, args.target]
-    )
-    return dict(accounts.values_list("name", "balance"))
+    project = ctx.operation.project_id
+    return dict(_BALANCES.rows(project=project, source=args.source, target=args.target))
 
 
 def shortfall(balance: Decimal, amount: Decimal, floor: Decimal | None) -> str:
@@ -161,16 +189,15 @@ def transfer(
 
 
 def _apply(ctx, source, target, amount, key, floor) -> LedgerEntry:
-    existing = LedgerEntry.objects.filter(idempotency_key=key).first()
+    existing = _ENTRY.instances(key=key)
     if existing:
-        return existing
+        return existing[0]
+    project = ctx.operation.project_id
     try:
         with transaction.atomic():
             accounts = {
                 account.name: account
-                for account in Account.objects.select_for_update()
-                .filter(project_id=ctx.operation.project_id, name__in=[source, target])
-                .order_by("pk")
+                for account in _LOCKED.instances(project=project, source=source, target=target)
             }
             if set(accounts) != {source, target}:
                 raise NotApplied(f"the accounts {source!r} and {target!r} are not both here")
@@ -178,15 +205,14 @@ def _apply(ctx, source, target, amount, key, floor) -> LedgerEntry:
             refusal = shortfall(debit.balance, amount, floor)
             if refusal:
                 raise NotApplied(f"{source} {refusal}")
-            Account.objects.filter(pk=debit.pk).update(balance=F("balance") - amount)
-            Account.objects.filter(pk=credit.pk).update(balance=F("balance") + amount)
-            return LedgerEntry.objects.create(
-                project_id=ctx.operation.project_id,
-                idempotency_key=key,
-                debit=debit,
-                credit=credit,
-                amount=amount,
+            # Both rows are locked since they were read: their balances are as read.
+            statements.update(Account, {"id": debit.pk}, {"balance": debit.balance - amount})
+            statements.update(Account, {"id": credit.pk}, {"balance": credit.balance + amount})
+            entry = LedgerEntry(
+                project_id=project, idempotency_key=key, debit=debit, credit=credit, amount=amount
             )
+            statements.insert(entry)
+            return entry
     except IntegrityError as exc:
         # Either this key was applied concurrently (the effect exists exactly once) or
         # the ledger's own constraints refused the transfer.

@@ -20,20 +20,24 @@ if the worker died there, so that count is committed first, in a transaction of 
 own (taken back as one less if no claim follows).
 """
 
+import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import F, Q
 
+from runs import statements
 from runs.actions.registry import get_action
 from runs.actors import Actor
 from runs.clock import db_now
 from runs.errors import StaleVersion
 from runs.models import Operation, Run
 from runs.models.operations import LEASED
+from runs.statements import Prepared
 from runs.transitions import transition_operation, try_lock_run
 
+log = logging.getLogger(__name__)
 CANDIDATES = 20
 # The checkpoint event of a claim that takes over an expired lease (/metrics counts them).
 TAKEN_OVER = "operation.lease_taken_over"
@@ -113,13 +117,10 @@ def claim_next(
     busy: set[int] = set()  # Runs another transaction holds: their operations wait.
     after = 0
     while True:
-        candidates = list(
-            claimable(now)
-            .filter(pk__gt=after)
-            .exclude(run_id__in=busy)
-            .exclude(lane__in=skip)
-            .values_list("pk", "run_id", "action", "status", "attempts")[:CANDIDATES]
-        )
+        if busy or skip:
+            candidates = list(_candidates(now, after, busy, skip))
+        else:  # As usual: the same statement every time.
+            candidates = _FIRST_CANDIDATES.rows(now=now, after=after)
         for op_id, run_id, action, status, attempts in candidates:
             if run_id in busy:
                 continue
@@ -136,6 +137,22 @@ def claim_next(
         if len(candidates) < CANDIDATES:
             return None
         after = candidates[-1][0]
+
+
+def _candidates(now: datetime, after: int, busy=(), skip=()):
+    """The next claimable operations after key ``after``, but those of runs in ``busy``
+    or in lanes in ``skip``."""
+    return (
+        claimable(now)
+        .filter(pk__gt=after)
+        .exclude(run_id__in=busy)
+        .exclude(lane__in=skip)
+        .values_list("pk", "run_id", "action", "status", "attempts")[:CANDIDATES]
+    )
+
+
+_FIRST_CANDIDATES = Prepared(_candidates, now=datetime, after=int)
+_CLAIMABLE = Prepared(lambda now, pk: claimable(now).filter(pk=pk)[:1], now=datetime, pk=int)
 
 
 class _RunBusy(Exception):
@@ -165,9 +182,10 @@ def _claim_locked(op_id, run_id, worker, lease, now, then, counted) -> Operation
             run = try_lock_run(run_id)
             if run is None:
                 raise _RunBusy
-            operation = claimable(now).filter(pk=op_id).first()
-            if operation is None:
+            found = _CLAIMABLE.instances(now=now, pk=op_id)
+            if not found:
                 return None
+            operation = found[0]
             take_lease(
                 operation,
                 run=run,
@@ -193,15 +211,25 @@ def _count_attempt(op_id: int, seen: int) -> bool:
     was ``seen``) in a transaction of its own, committed before the claim's that may
     carry the effect out: if the worker dies in there, the count stays. A second worker
     counting from the same reading finds the count moved and leaves the operation."""
-    free = _free(op_id).filter(status=Operation.Status.APPROVED, attempts=seen)
-    return _update(free, attempts=seen + 1)
+    with transaction.atomic():
+        if not _FREE_TO_COUNT.rows(pk=op_id, seen=seen):
+            return False
+        where = {"id": op_id, "status": Operation.Status.APPROVED, "attempts": seen}
+        return statements.update(Operation, where, {"attempts": seen + 1}) == 1
 
 
 def _uncount_attempt(op_id: int) -> None:
     """Take back this worker's count for a claim that did not happen (its run was busy,
     another worker took the operation, or the claim rolled back whole): one less,
-    whatever others counted meanwhile, and whatever became of the operation."""
-    _update(_free(op_id).filter(attempts__gt=0), attempts=F("attempts") - 1)
+    whatever others counted meanwhile, and whatever became of the operation. A claim
+    holding the row is waited for (PostgreSQL bounds the wait: a stopped holder's
+    count stays, one attempt too many): one passed by would leave this count for good,
+    and under eight busy workers operations gave up after attempts never made."""
+    try:
+        with transaction.atomic():
+            Operation.objects.filter(pk=op_id, attempts__gt=0).update(attempts=F("attempts") - 1)
+    except OperationalError as error:
+        log.warning("operation %s: an attempt not made stays counted: %s", op_id, error)
 
 
 def _free(op_id: int):
@@ -211,8 +239,10 @@ def _free(op_id: int):
     return Operation.objects.select_for_update(skip_locked=skip_locked).filter(pk=op_id)
 
 
-@transaction.atomic
-def _update(row, **values) -> bool:
-    """Lock ``row`` (if free) and set ``values`` on it, in a transaction of its own."""
-    locked = list(row.values_list("pk", flat=True))
-    return bool(locked) and bool(Operation.objects.filter(pk__in=locked).update(**values))
+_FREE_TO_COUNT = Prepared(
+    lambda pk, seen: (
+        _free(pk).filter(status=Operation.Status.APPROVED, attempts=seen).values_list("pk")
+    ),
+    pk=int,
+    seen=int,
+)
