@@ -11,7 +11,6 @@ langgraph-checkpoint-sqlite).
 
 import argparse
 import os
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -23,33 +22,15 @@ from bench.environment import start_django
 
 start_django()
 
-from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
-from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
-from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
 from langgraph.graph import START, StateGraph  # noqa: E402
 from langgraph.types import Command, interrupt  # noqa: E402
 
+from bench.peer import put_steps, sqlite_saver  # noqa: E402
 from bench.report import Figures, add_json_option  # noqa: E402
 from graphs.saver import OversightSaver  # noqa: E402
 from runs.models import Project  # noqa: E402
-
-PAYLOAD = "x" * 5000
-
-
-def put_steps(saver, thread: str, steps: int) -> tuple[float, dict]:
-    """Steps per second, each a ~5 KB checkpoint and two pending writes; the last config."""
-    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-    started = time.perf_counter()
-    for step in range(steps):
-        checkpoint = empty_checkpoint()
-        checkpoint["channel_values"] = {"messages": PAYLOAD, "step": step}
-        checkpoint["channel_versions"] = {"messages": step + 1, "step": step + 1}
-        metadata = {"source": "loop", "step": step, "parents": {}}
-        config = saver.put(config, checkpoint, metadata, {"messages": step + 1})
-        saver.put_writes(config, [("messages", PAYLOAD[:500]), ("step", step)], f"task-{step}")
-    return steps / (time.perf_counter() - started), config
 
 
 def elapsed_ms(work) -> float:
@@ -131,12 +112,7 @@ def main() -> None:
     suffix = str(time.time_ns())
     Project.objects.create(slug=f"bench-{suffix}", name="Bench")
     ours = OversightSaver(project=f"bench-{suffix}")
-    baseline = SqliteSaver(
-        sqlite3.connect(
-            settings.VAR_DIR / f"sqlite-saver-{suffix}.sqlite3", check_same_thread=False
-        )
-    )
-    baseline.setup()
+    baseline = sqlite_saver()
 
     print(f"database: {connection.vendor} {connection.settings_dict['NAME']}")
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}")

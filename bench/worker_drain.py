@@ -1,12 +1,15 @@
 """How fast workers carry out approved operations: N ledger transfers (auto-approved by
 policy) spread over runs, drained by W ``runworker --once`` processes; then a check
 that every transfer was applied exactly once, beside the rate of plain durable commits
-measured in the same run (the ratio is the goal's figure). Each run moves money between
+measured in the same run, and LangGraph's SqliteSaver writing checkpoints: a transfer
+writes three, so its pace is a third of the saver's steps per second (#33's goal: half
+that pace or better). Each run moves money between
 accounts of its own, so that workers can go in parallel; ``--hot`` sends every transfer
 between the same two accounts instead, to show that contention stays there. Uses a
 throwaway SQLite file, or DATABASE_URL's database (into which it writes a bench project).
 
     .venv/bin/python bench/worker_drain.py [--operations 500] [--workers 1 2 4 8] [--hot]
+        [--saver-steps 1500]
 """
 
 import argparse
@@ -29,6 +32,7 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.db.models import Max, Min, Q, Sum  # noqa: E402
 
+from bench.peer import put_steps, sqlite_saver  # noqa: E402
 from bench.report import Figures, add_json_option  # noqa: E402
 from runs.actors import Actor  # noqa: E402
 from runs.models import Account, Checkpoint, LedgerEntry, Operation, Project  # noqa: E402
@@ -95,12 +99,18 @@ def main() -> None:
     parser.add_argument("--operations", type=int, default=500)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--hot", action="store_true", help="every transfer from A to B")
+    parser.add_argument(
+        "--saver-steps", type=int, default=1500, help="checkpoints SqliteSaver writes"
+    )
     args = parser.parse_args()
     figures = Figures(__file__, args)
     call_command("migrate", verbosity=0)
     targets = "one pair of accounts for all" if args.hot else "a pair of accounts per run"
     print(f"database: {connection.vendor} {connection.settings_dict['NAME']}; {targets}")
     figures.limit()
+    steps, _ = put_steps(sqlite_saver(), "drain", args.saver_steps)
+    pace = figures.add("SqliteSaver's pace for three checkpoints", steps / 3, "ops/s")
+    print(f"SqliteSaver: {steps:7.1f} steps/s (put + put_writes); three checkpoints {pace:.1f}/s")
     for workers in args.workers:
         project, ids = prepare(args.operations, args.hot)
         elapsed = drain(workers)
@@ -122,6 +132,7 @@ def main() -> None:
         figures.add(f"{name}: seconds", elapsed, "s")
         rate = figures.add(name, len(ids) / elapsed, "ops/s")
         ratio = figures.ratio(name, rate)
+        paced = figures.add(f"{name}: ratio to SqliteSaver's pace", rate / pace, "ratio")
         claimed = figures.add(
             f"{name}: from the first claim to the last commit", len(ids) / busy, "ops/s"
         )
@@ -130,10 +141,12 @@ def main() -> None:
         figures.add(f"{name}: B balances", b, "units")
         print(
             f"{name}: {len(ids)} operations in {elapsed:6.2f} s = "
-            f"{rate:6.1f} ops/s (ratio {ratio:.4f} of the "
-            f"limit; {claimed:6.1f} from the first claim to the last commit); "
+            f"{rate:6.1f} ops/s (ratio {ratio:.4f} of the limit; {paced:.2f}x SqliteSaver's "
+            f"pace; {claimed:6.1f} from the first claim to the last commit); "
             f"committed {committed}, ledger entries {entries}, B balances {b}"
         )
+        if committed != len(ids) or entries != len(ids):
+            raise SystemExit(f"{name}: every transfer must be committed and applied once")
     figures.write()
 
 

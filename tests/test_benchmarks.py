@@ -133,12 +133,19 @@ def test_worker_drain(tmp_path, hot):
         "12",
         "--workers",
         "2",
+        "--saver-steps",
+        "30",
         *(["--hot"] if hot else []),
         tmp_path=tmp_path,
     )
     assert "committed 12, ledger entries 12, B balances 12.00" in out
     assert ("one pair of accounts for all" if hot else "a pair of accounts per run") in out
-    assert document["arguments"] == {"operations": 12, "workers": [2], "hot": hot}
+    assert document["arguments"] == {
+        "operations": 12,
+        "workers": [2],
+        "hot": hot,
+        "saver_steps": 30,
+    }
     figures = by_name(document)
     assert figures["2 worker(s): operations"] == {"value": 12, "unit": "operations"}
     assert figures["2 worker(s): committed"] == {"value": 12, "unit": "operations"}
@@ -147,6 +154,13 @@ def test_worker_drain(tmp_path, hot):
     rate = printed(r"^2 worker\(s\): 12 operations in +[\d.]+ s = +([\d.]+) ops/s", out)
     assert rate == f"{figures['2 worker(s)']['value']:.1f}"
     assert_limit(out, figures, "2 worker(s)")
+    pace = figures["SqliteSaver's pace for three checkpoints"]
+    assert printed(r"^SqliteSaver: .* three checkpoints ([\d.]+)/s$", out) == f"{pace['value']:.1f}"
+    paced = figures["2 worker(s): ratio to SqliteSaver's pace"]
+    assert paced == {"value": figures["2 worker(s)"]["value"] / pace["value"], "unit": "ratio"}
+    assert printed(r"^2 worker\(s\): .*; ([\d.]+)x SqliteSaver's pace;", out) == (
+        f"{paced['value']:.2f}"
+    )
 
 
 @contextmanager
