@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from functools import cache
 
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.models.signals import post_save, pre_save
 
 # A value of each kind a ``Prepared`` read may take, unlike the constants in its query
@@ -31,10 +31,16 @@ _MARKS = {
     datetime: lambda n: datetime(1900, 1, 1, tzinfo=UTC) + timedelta(seconds=n),
 }
 _SENT = {
-    int: lambda value: value,
-    str: lambda value: value,
-    datetime: lambda value: connection.ops.adapt_datetimefield_value(value),
+    int: lambda value, db: value,
+    str: lambda value, db: value,
+    datetime: lambda value, db: db.ops.adapt_datetimefield_value(value),
 }
+
+
+def _db():
+    """This thread's connection itself: through the ``connection`` proxy, each of the
+    many uses of it per statement is a lookup of its own."""
+    return connections[DEFAULT_DB_ALIAS]
 
 
 def insert(instance: models.Model) -> None:
@@ -42,26 +48,17 @@ def insert(instance: models.Model) -> None:
     sending ``pre_save`` and ``post_save`` as ``save()`` does."""
     if not instance._state.adding:
         raise ValueError(f"{instance!r} is already stored: insert writes new rows only")
-    model = type(instance)
-    pre_save.send(
-        sender=model, instance=instance, raw=False, using=connection.alias, update_fields=None
-    )
-    sql, fields = _insert(model, connection.vendor)
-    values = [
-        field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields
-    ]
-    with connection.cursor() as cursor:
+    model, db = type(instance), _db()
+    pre_save.send(sender=model, instance=instance, raw=False, using=db.alias, update_fields=None)
+    sql, fields = _insert(model, db.vendor)
+    values = [field.get_db_prep_save(field.pre_save(instance, True), db) for field in fields]
+    with db.cursor() as cursor:
         cursor.execute(sql, values)
         (instance.pk,) = cursor.fetchone()
     instance._state.adding = False
-    instance._state.db = connection.alias
+    instance._state.db = db.alias
     post_save.send(
-        sender=model,
-        instance=instance,
-        created=True,
-        raw=False,
-        using=connection.alias,
-        update_fields=None,
+        sender=model, instance=instance, created=True, raw=False, using=db.alias, update_fields=None
     )
 
 
@@ -71,16 +68,17 @@ def update(model: type[models.Model], where: dict, values: dict) -> int:
     changed."""
     if None in where.values():
         raise ValueError(f"update {model.__name__} where a field is None: {where}")
-    sql, set_fields, where_fields = _update(model, tuple(values), tuple(where), connection.vendor)
+    db = _db()
+    sql, set_fields, where_fields = _update(model, tuple(values), tuple(where), db.vendor)
     params = [
-        field.get_db_prep_save(_key(value), connection)
+        field.get_db_prep_save(_key(value), db)
         for field, value in zip(set_fields, values.values(), strict=True)
     ]
     params += [
-        field.get_db_prep_value(value, connection)
+        field.get_db_prep_value(value, db)
         for field, value in zip(where_fields, where.values(), strict=True)
     ]
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
 
@@ -139,11 +137,14 @@ class Prepared:
 
     def rows(self, **values) -> list[tuple]:
         """The rows of a ``values_list`` queryset, converted as the ORM converts them."""
-        compiler, sql, slots = self._compiled(connection.vendor)
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [slot(values) for slot in slots])
+        db = _db()
+        compiler, sql, slots, converters = self._compiled(db.vendor)
+        with db.cursor() as cursor:
+            cursor.execute(sql, [slot(values, db) for slot in slots])
             fetched = cursor.fetchall()
-        return list(compiler.results_iter(results=[fetched], tuple_expected=True))
+        if not converters:
+            return fetched
+        return [tuple(row) for row in compiler.apply_converters(fetched, converters)]
 
     def instances(self, **values) -> list[models.Model]:
         """The instances of a model's queryset: every concrete field loaded, and each
@@ -151,7 +152,7 @@ class Prepared:
         model, names, annotations = self._shape()
         found = []
         for row in self.rows(**values):
-            instance = model.from_db(connection.alias, names, row[: len(names)])
+            instance = model.from_db(DEFAULT_DB_ALIAS, names, row[: len(names)])
             for name, value in zip(annotations, row[len(names) :], strict=True):
                 setattr(instance, name, value)
             found.append(instance)
@@ -175,7 +176,7 @@ class Prepared:
             queryset = queryset.values_list(*names, *annotations)
         compiler = queryset.query.get_compiler(connection=connection)
         sql, params = compiler.as_sql()
-        sent = {name: _SENT[self.kinds[name]](mark) for name, mark in marks.items()}
+        sent = {name: _SENT[self.kinds[name]](mark, connection) for name, mark in marks.items()}
         names = [_sent_as(param, sent) for param in params]
         missing = set(marks) - set(names)
         if missing:
@@ -184,7 +185,8 @@ class Prepared:
             _slot(param, name, sent.get(name), self.kinds)
             for param, name in zip(params, names, strict=True)
         ]
-        return compiler, sql, slots
+        converters = compiler.get_converters([s[0] for s in compiler.select[: compiler.col_count]])
+        return compiler, sql, slots, converters
 
 
 def _sent_as(param, sent: dict) -> str | None:
@@ -195,14 +197,14 @@ def _sent_as(param, sent: dict) -> str | None:
     )
 
 
-def _slot(param, name: str | None, mark, kinds: dict) -> Callable[[dict], object]:
+def _slot(param, name: str | None, mark, kinds: dict) -> Callable[[dict, object], object]:
     """How a call's values give this parameter: a constant as compiled; a value as its
     ``mark`` was sent, in the type the ORM gave it (psycopg's ``Int4`` for a small
     integer column, say)."""
     if name is None:
-        return lambda values: param
+        return lambda values, db: param
     send = _SENT[kinds[name]]
     if type(param) is type(mark):
-        return lambda values: send(values[name])
+        return lambda values, db: send(values[name], db)
     wrap = type(param)
-    return lambda values: wrap(send(values[name]))
+    return lambda values, db: wrap(send(values[name], db))

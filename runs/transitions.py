@@ -318,9 +318,12 @@ def _append(
     for field, value in changes.items():
         setattr(run, field, value)
     run.version = seq
-    previous = getattr(run, "head", None)
-    if previous is None or previous.seq != seq - 1:  # Not written through this instance.
-        previous = Checkpoint.objects.filter(run=run).order_by("-seq").only("hash", "state").first()
+    head = getattr(run, "head", None)
+    if head is not None and head.seq == seq - 1:
+        previous = (head.hash, head.state)
+    else:  # Not written through this instance.
+        found = _HEAD.rows(run=run.pk)
+        previous = found[0] if found else None
     checkpoint = Checkpoint(
         run=run,
         project_id=run.project_id,
@@ -334,25 +337,36 @@ def _append(
         from_status=from_status,
         to_status=to_status,
         reason=reason,
-        state=_state(
-            run, previous.state if previous else {}, changed, from_status, detail, artifacts
-        ),
-        prev_hash=previous.hash if previous else GENESIS,
+        state=_state(run, previous[1] if previous else {}, changed, from_status, detail, artifacts),
+        prev_hash=previous[0] if previous else GENESIS,
     )
     checkpoint.hash = checkpoint_hash(checkpoint)
     statements.insert(checkpoint)
     # The next checkpoint written through this instance (which holds the run's lock, in
     # this transaction) chains to this one without reading it back.
     run.head = checkpoint
-    CheckpointArtifact.objects.bulk_create(
-        CheckpointArtifact(
-            checkpoint=checkpoint, artifact=ref.artifact, name=ref.name, media_type=ref.media_type
+    if artifacts:
+        CheckpointArtifact.objects.bulk_create(
+            CheckpointArtifact(
+                checkpoint=checkpoint,
+                artifact=ref.artifact,
+                name=ref.name,
+                media_type=ref.media_type,
+            )
+            for ref in artifacts
         )
-        for ref in artifacts
-    )
     _feed(run, checkpoint)
     transaction.on_commit(lambda: _logged(checkpoint))
     return checkpoint
+
+
+# The hash and state of a run's last checkpoint, which the next one chains to.
+_HEAD = statements.Prepared(
+    lambda run: (
+        Checkpoint.objects.filter(run=run).order_by("-seq").values_list("hash", "state")[:1]
+    ),
+    run=int,
+)
 
 
 def _logged(checkpoint: Checkpoint) -> None:
