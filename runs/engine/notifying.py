@@ -3,7 +3,8 @@ worker, so that a mail server or a webhook that never answers holds that thread,
 a claim (each delivery may wait up to its timeout, and ten may be due at once).
 
 Due deliveries are looked for every second (at once again after a batch); reviewers
-are emailed once a minute.
+are emailed once a minute. A worker that runs no thread (a test's, ``runworker
+--once``) makes the same rounds in its housekeeping.
 """
 
 import logging
@@ -26,9 +27,23 @@ class NotificationLane:
         self.worker = worker
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="notifications", daemon=True)
+        self.next_emails = 0.0
 
     def start(self) -> None:
         self.thread.start()
+
+    @property
+    def running(self) -> bool:
+        return self.thread.is_alive()
+
+    def round(self, now) -> bool:
+        """Deliver what is due at ``now``, and email reviewers if their minute has come;
+        say whether anything was delivered."""
+        delivered = deliver_due(now) > 0
+        if time.monotonic() >= self.next_emails:
+            self.next_emails = time.monotonic() + EMAIL_EVERY_SECONDS
+            notify_reviewers()
+        return delivered
 
     def stop(self) -> None:
         """Let the delivery in hand end (bounded by its timeout), then stop."""
@@ -36,16 +51,12 @@ class NotificationLane:
         self.thread.join()
 
     def _loop(self) -> None:
-        next_emails = 0.0
         try:
             while not self.stopping.is_set():
                 close_old_connections()
-                more = False  # A full batch was delivered: more may be due already.
+                more = False  # Something was delivered: more may be due already.
                 try:
-                    more = deliver_due(db_now()) > 0
-                    if time.monotonic() >= next_emails:
-                        next_emails = time.monotonic() + EMAIL_EVERY_SECONDS
-                        notify_reviewers()
+                    more = self.round(db_now())
                 except Exception:
                     log.exception("worker %s: notifications failed", self.worker)
                 if not more:

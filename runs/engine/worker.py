@@ -24,12 +24,10 @@ from runs.api.replay import purge_expired
 from runs.clock import db_now
 from runs.engine.boundaries import CLAIMED, reach
 from runs.engine.claims import claim_next
-from runs.engine.deliveries import deliver_due
 from runs.engine.effects import Effects
 from runs.engine.executor import Execution
 from runs.engine.lanes import Lanes
 from runs.engine.lease import LeaseLost
-from runs.engine.notifications import notify_reviewers
 from runs.engine.notifying import NotificationLane
 from runs.engine.stalls import StallWatch
 from runs.engine.sweeper import sweep_agent_operations
@@ -63,9 +61,10 @@ class Worker:
         self.done_in_claim: bool | None = None
         self.wakeup = Wakeup()
         self.turns = Turns()
-        # Set by ``run()``: effects carried out at once, notifications in their lane.
+        # Set by ``run()``: effects carried out at once. Notifications have a thread of
+        # their own there; otherwise housekeeping makes their rounds.
         self.effects: Effects | None = None
-        self.notifications: NotificationLane | None = None
+        self.notifications = NotificationLane(self.name)
         self.publishing = threading.Lock()
 
     def step(self) -> bool:
@@ -135,12 +134,10 @@ class Worker:
             did_work = expire_due_operations(now) > 0
             did_work |= expire_due_requests(now) > 0
             did_work |= sweep_agent_operations(now) > 0
-            inline = self.notifications is None
-            did_work |= inline and deliver_due(now) > 0
+            if not self.notifications.running:
+                did_work |= self.notifications.round(now)
             if minutely:
                 self.next_housekeeping = time.monotonic() + HOUSEKEEPING_EVERY_SECONDS
-                if inline:
-                    notify_reviewers()
                 clear_leftovers()
                 purge_expired(now)
         except Exception:
@@ -180,7 +177,6 @@ class Worker:
             StallWatch(bound).watching(stopped=lambda: self.stopping)
         lanes = Lanes(on_change=self.publish_lanes)
         self.effects = Effects(settings.OVERSIGHT_WORKER_EFFECTS, lanes)
-        self.notifications = NotificationLane(self.name)
         self.notifications.start()
         log.info("worker %s started", self.name)
         while not self.stopping:
