@@ -5,6 +5,7 @@ deliveries go out in a thread of their own, so a mail server that never answers 
 no claim. Real ``runworker`` processes against real local targets; when things happened
 is read from the checkpoints the workers wrote."""
 
+import re
 import signal
 import socket
 import subprocess
@@ -193,6 +194,41 @@ def test_one_worker_has_eight_effects_in_flight_and_a_takeover_resumes_each_once
     assert sorted(takeovers.values_list("operation_id", flat=True)) == [op.pk for op in operations]
     assert len(written(operations, event="operation.status", to_status="in_flight")) == 8
     assert applied_once(target, operations)
+
+
+def test_a_worker_stopped_with_eight_effects_in_flight_holds_them_up_to_its_leases_only(
+    puts, target, deduplicating, held_calls, start_worker
+):
+    """The same eight calls in flight, and the worker stopped (SIGSTOP) instead: each
+    operation waits for its lease only, then another worker takes it over and commits it.
+    Continued, the stopped worker's calls reach the target with a stale epoch and are
+    refused, and it records nothing more about the eight: each effect once."""
+    operations = puts(target.base, 8, "item")
+    calls = held_calls(8)
+    worker = start_worker("--lease-seconds", "3", **PATIENT)
+    wait_until(lambda: len(calls.calls) == 8, 30, "eight calls held at once", worker)
+
+    worker.send_signal(signal.SIGSTOP)
+    try:
+        take_over()
+        assert all_committed(operations)
+        taken_over = db_now()
+        worker.send_signal(signal.SIGCONT)
+        calls.release()
+        wait_until(lambda: calls.ended == 8, 30, "the stopped worker's calls reaching the target")
+        lost = [re.escape(f"{WORKER} lost operation {op.pk}:") for op in operations]
+        wait_until(lambda: all(map(worker.log.find, lost)), 30, "each of the eight lost", worker)
+    finally:
+        worker.send_signal(signal.SIGCONT)
+
+    assert all_committed(operations)
+    assert applied_once(target, operations)
+    late = Checkpoint.objects.filter(
+        operation__in=operations, actor_label=WORKER, created_at__gt=taken_over
+    )
+    assert not late.exists()
+    takeovers = Checkpoint.objects.filter(operation__in=operations, event=TAKEN_OVER)
+    assert sorted(takeovers.values_list("operation_id", flat=True)) == [op.pk for op in operations]
 
 
 def test_sigterm_stops_the_claims_and_lets_every_effect_in_hand_finish(
