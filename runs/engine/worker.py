@@ -16,7 +16,7 @@ from datetime import timedelta
 from functools import partial
 
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections
+from django.db import DatabaseError, close_old_connections, connection
 from django.db.models.functions import Now
 
 from runs.actions.files import clear_leftovers
@@ -180,7 +180,7 @@ class Worker:
         self.notifications.start()
         log.info("worker %s started", self.name)
         while not self.stopping:
-            close_old_connections()
+            _drop_stale_connection()
             try:
                 self.wakeup.watch()
                 did_work = self.step()
@@ -210,6 +210,17 @@ class Worker:
 
     def _stop(self, signum, _frame) -> None:
         self.stopping = True
+
+
+def _drop_stale_connection() -> None:
+    """Before a step: close this thread's connection if it broke or outlived its
+    ``CONN_MAX_AGE`` (PostgreSQL's). SQLite's is kept: its maximum age is none, so that
+    each web request opens the database anew, and a worker that did so at every step
+    opened the file, ran its PRAGMAs and registered Django's SQL functions again for
+    each operation (a long-running worker drained transfers at 62 % of ``--once``'s
+    pace)."""
+    if connection.vendor != "sqlite":
+        close_old_connections()
 
 
 def _about(operation: Operation):
