@@ -13,6 +13,7 @@ throwaway SQLite file, or DATABASE_URL's database (into which it writes a bench 
 """
 
 import argparse
+import signal
 import subprocess
 import sys
 import tempfile
@@ -35,7 +36,15 @@ from django.db.models import Max, Min, Q, Sum  # noqa: E402
 from bench.peer import put_steps, sqlite_saver  # noqa: E402
 from bench.report import Figures, add_json_option  # noqa: E402
 from runs.actors import Actor  # noqa: E402
-from runs.models import Account, Checkpoint, LedgerEntry, Operation, Project  # noqa: E402
+from runs.clock import db_now  # noqa: E402
+from runs.models import (  # noqa: E402
+    Account,
+    Checkpoint,
+    LedgerEntry,
+    Operation,
+    Project,
+    WorkerHeartbeat,
+)
 from runs.services.proposals import propose_operation  # noqa: E402
 from runs.services.runs import open_session, start_run  # noqa: E402
 
@@ -77,21 +86,60 @@ def drain(workers: int) -> float:
     checkpoint, at the default level) is written as in production, and shown only if a
     worker fails."""
     with ExitStack() as files:
-        logs = [files.enter_context(tempfile.TemporaryFile("w+")) for _ in range(workers)]
         started = time.perf_counter()
-        processes = [
-            subprocess.Popen(
-                [sys.executable, str(ROOT / "manage.py"), "runworker", "--once"],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-            for log in logs
-        ]
-        for process, log in zip(processes, logs, strict=True):
+        processes = [start_worker(files, "--once") for _ in range(workers)]
+        for process in processes:
             if process.wait() != 0:
-                log.seek(0)
-                raise SystemExit(f"a worker failed:\n{log.read()[-2000:]}")
+                failed(process)
         return time.perf_counter() - started
+
+
+def steady(workers: int, ids: list[int]) -> float:
+    """Seconds from the queue's opening to its last commit, with ``workers`` processes
+    started and idle before it opens: contention alone, without their start. The queue
+    is closed by handing its operations to an agent (``executor``), which no worker
+    claims, and opened by handing them back in one statement."""
+    queue = Operation.objects.filter(pk__in=ids)
+    queue.update(executor=Operation.Executor.AGENT)
+    with ExitStack() as files:
+        since = db_now()
+        processes = [start_worker(files) for _ in range(workers)]
+        try:
+            while WorkerHeartbeat.objects.filter(seen_at__gte=since).count() < workers:
+                for process in processes:
+                    if process.poll() is not None:
+                        failed(process)
+                time.sleep(0.05)
+            queue.update(executor=Operation.Executor.SERVER)
+            opened = db_now()
+            deadline = time.monotonic() + 300
+            while queue.exclude(status="committed").exists():
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"{workers} worker(s) left transfers uncommitted")
+                time.sleep(0.05)
+        finally:
+            for process in processes:
+                process.send_signal(signal.SIGTERM)
+            for process in processes:
+                process.wait()
+    last = Checkpoint.objects.filter(operation_id__in=ids, to_status="committed")
+    return (last.aggregate(last=Max("created_at"))["last"] - opened).total_seconds()
+
+
+def start_worker(files: ExitStack, *options: str) -> subprocess.Popen:
+    log = files.enter_context(tempfile.TemporaryFile("w+"))  # noqa: SIM115 (files closes it)
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "runworker", *options],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    process.log = log
+    return process
+
+
+def failed(process: subprocess.Popen):
+    process.log.seek(0)
+    raise SystemExit(f"a worker failed:\n{process.log.read()[-2000:]}")
 
 
 def main() -> None:
@@ -128,6 +176,14 @@ def main() -> None:
         )["total"]
         b = f"{b:.2f}"  # SQLite sums decimals to a whole number.
         name = f"{workers} worker(s)"
+        queued_in, queued = prepare(args.operations, args.hot)
+        opened = figures.add(
+            f"{name}: started before the queue opens",
+            len(queued) / steady(workers, queued),
+            "ops/s",
+        )
+        if LedgerEntry.objects.filter(project=queued_in).count() != len(queued):
+            raise SystemExit(f"{name}: every transfer must be applied once")
         figures.add(f"{name}: operations", len(ids), "operations")
         figures.add(f"{name}: seconds", elapsed, "s")
         rate = figures.add(name, len(ids) / elapsed, "ops/s")
@@ -142,7 +198,8 @@ def main() -> None:
         print(
             f"{name}: {len(ids)} operations in {elapsed:6.2f} s = "
             f"{rate:6.1f} ops/s (ratio {ratio:.4f} of the limit; {paced:.2f}x SqliteSaver's "
-            f"pace; {claimed:6.1f} from the first claim to the last commit); "
+            f"pace; {claimed:6.1f} from the first claim to the last commit; {opened:6.1f} "
+            f"started before the queue opens); "
             f"committed {committed}, ledger entries {entries}, B balances {b}"
         )
         if committed != len(ids) or entries != len(ids):

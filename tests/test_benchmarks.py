@@ -156,6 +156,11 @@ def test_worker_drain(tmp_path, hot):
     assert_limit(out, figures, "2 worker(s)")
     pace = figures["SqliteSaver's pace for three checkpoints"]
     assert printed(r"^SqliteSaver: .* three checkpoints ([\d.]+)/s$", out) == f"{pace['value']:.1f}"
+    opened = figures["2 worker(s): started before the queue opens"]
+    assert opened["unit"] == "ops/s"
+    assert printed(r"^2 worker\(s\): .*; +([\d.]+) started before the queue opens\)", out) == (
+        f"{opened['value']:.1f}"
+    )
     paced = figures["2 worker(s): ratio to SqliteSaver's pace"]
     assert paced == {"value": figures["2 worker(s)"]["value"] / pace["value"], "unit": "ratio"}
     assert printed(r"^2 worker\(s\): .*; ([\d.]+)x SqliteSaver's pace;", out) == (
