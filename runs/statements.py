@@ -158,6 +158,11 @@ class Prepared:
             found.append(instance)
         return found
 
+    def first(self, **values) -> models.Model | None:
+        """The first of ``instances``, or None."""
+        found = self.instances(**values)
+        return found[0] if found else None
+
     @cache  # noqa: B019 (one per read, for the process's life)
     def _shape(self) -> tuple[type[models.Model], list[str], list[str]]:
         queryset = self.build(**self._marks())

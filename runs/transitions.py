@@ -63,17 +63,16 @@ def lock_run(run_id: int) -> Run:
     that goes on to record a transition passes the run it got (``run=`` of
     ``transition_operation``, ``locked=True`` of ``transition_run``), so the row is read
     and locked once per transaction."""
-    found = _LOCK.instances(pk=run_id)
-    if not found:
+    run = _LOCK.first(pk=run_id)
+    if run is None:
         raise Run.DoesNotExist(f"there is no run {run_id}")
-    return found[0]
+    return run
 
 
 def try_lock_run(run_id: int) -> Run | None:
     """``lock_run``, or None at once if another transaction holds the run (PostgreSQL's
     ``SKIP LOCKED``; on SQLite the immediate transaction already holds every row)."""
-    found = _TRY_LOCK.instances(pk=run_id)
-    return found[0] if found else None
+    return _TRY_LOCK.first(pk=run_id)
 
 
 def _lockable(pk: int, skip_locked: bool = False):
@@ -320,10 +319,10 @@ def _append(
     run.version = seq
     head = getattr(run, "head", None)
     if head is not None and head.seq == seq - 1:
-        previous = (head.hash, head.state)
+        prev_hash, prev_state = head.hash, head.state
     else:  # Not written through this instance.
         found = _HEAD.rows(run=run.pk)
-        previous = found[0] if found else None
+        prev_hash, prev_state = found[0] if found else (GENESIS, {})
     checkpoint = Checkpoint(
         run=run,
         project_id=run.project_id,
@@ -337,8 +336,8 @@ def _append(
         from_status=from_status,
         to_status=to_status,
         reason=reason,
-        state=_state(run, previous[1] if previous else {}, changed, from_status, detail, artifacts),
-        prev_hash=previous[0] if previous else GENESIS,
+        state=_state(run, prev_state, changed, from_status, detail, artifacts),
+        prev_hash=prev_hash,
     )
     checkpoint.hash = checkpoint_hash(checkpoint)
     statements.insert(checkpoint)

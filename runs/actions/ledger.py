@@ -189,9 +189,9 @@ def transfer(
 
 
 def _apply(ctx, source, target, amount, key, floor) -> LedgerEntry:
-    existing = _ENTRY.instances(key=key)
+    existing = _ENTRY.first(key=key)
     if existing:
-        return existing[0]
+        return existing
     project = ctx.operation.project_id
     try:
         with transaction.atomic():
@@ -216,7 +216,7 @@ def _apply(ctx, source, target, amount, key, floor) -> LedgerEntry:
     except IntegrityError as exc:
         # Either this key was applied concurrently (the effect exists exactly once) or
         # the ledger's own constraints refused the transfer.
-        applied = LedgerEntry.objects.filter(idempotency_key=key).first()
+        applied = _ENTRY.first(key=key)
         if applied is None:
             log.warning("ledger refused operation %s: %s", key, exc)
             raise NotApplied("the ledger's constraints refused the transfer") from None

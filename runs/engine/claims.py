@@ -182,10 +182,9 @@ def _claim_locked(op_id, run_id, worker, lease, now, then, counted) -> Operation
             run = try_lock_run(run_id)
             if run is None:
                 raise _RunBusy
-            found = _CLAIMABLE.instances(now=now, pk=op_id)
-            if not found:
+            operation = _CLAIMABLE.first(now=now, pk=op_id)
+            if operation is None:
                 return None
-            operation = found[0]
             take_lease(
                 operation,
                 run=run,
