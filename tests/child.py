@@ -13,6 +13,8 @@
   run again (the status still says approved) fires it again.
 - ``--step-by-step``, with either of those: the worker carries out an effect inside the
   database step by step, as when the claim's transaction does not go as usual.
+- ``worker-poisoned-by CALL_ID``: a worker (lease 1 s) that kills itself with SIGKILL
+  whenever the effect of the operation CALL_ID fires: a poison operation.
 - ``worker-pause-at BOUNDARY``: a worker (lease 1 s) that stops itself with SIGSTOP
   when it reaches BOUNDARY (printing ``PAUSED``): a GC or VM pause, a slow call. After
   SIGCONT it carries on as a paused process would, then drains and exits.
@@ -96,6 +98,15 @@ def worker_crash_at(boundary: str, sabotage: str = "") -> None:
     crash_at = boundary
     boundary_reached.connect(on_boundary)
     Worker(name="doomed", lease=timedelta(seconds=1), at_once=AT_ONCE).drain()
+
+
+def worker_poisoned_by(call_id: str) -> None:
+    def on_boundary(boundary: str, operation, **_kwargs) -> None:
+        if boundary == EXECUTED and operation.call_id == call_id:
+            die()
+
+    boundary_reached.connect(on_boundary)
+    Worker(name="poisoned", lease=timedelta(seconds=1)).drain()
 
 
 def naive_worker(order: str, op_id: str) -> None:
@@ -198,6 +209,7 @@ def api_dies_after_append(address: str) -> None:
 SCENARIOS = {
     "hang-mid-transition": hang_mid_transition,
     "worker-crash-at": worker_crash_at,
+    "worker-poisoned-by": worker_poisoned_by,
     "naive-worker": naive_worker,
     "worker-pause-at": worker_pause_at,
     "worker-stop-in-lock": worker_stop_in_lock,

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection, connections, transaction
 
 from runs.engine.boundaries import CLAIMED, INTENT
-from runs.engine.claims import CANDIDATES, _count_attempt, _uncount_attempt, claim_next
+from runs.engine.claims import CANDIDATES, _count_attempts, _uncount_attempts, claim_next
 from runs.models import LedgerEntry, Operation, Run
 from runs.services.runs import start_run
 from tests.conftest import AGENT
@@ -152,10 +152,10 @@ def test_a_count_taken_back_leaves_the_count_of_another_workers_claim(approved):
     order. Taking back 'the value A wrote' once left C's claim counted twice, and under
     eight busy workers operations gave up after attempts never made."""
     op = approved("ledger")
-    assert _count_attempt(op.pk, seen=0)  # A
-    assert not _count_attempt(op.pk, seen=0)  # B read before A counted: leaves it.
-    assert _count_attempt(op.pk, seen=1)  # C
-    _uncount_attempt(op.pk)  # A
+    assert _count_attempts([op.pk], seen=0)  # A
+    assert not _count_attempts([op.pk], seen=0)  # B read before A counted: leaves it.
+    assert _count_attempts([op.pk], seen=1)  # C
+    _uncount_attempts([op.pk])  # A
     op.refresh_from_db()
     assert op.attempts == 1
 
@@ -169,8 +169,8 @@ def test_a_count_taken_back_waits_for_the_claim_holding_the_operation(approved):
     (SKIP LOCKED), it stayed for good: under eight busy workers an operation gave up
     "after 3 attempts that ended their worker", never attempted."""
     op = approved("ledger")
-    assert _count_attempt(op.pk, seen=0)  # A
-    assert _count_attempt(op.pk, seen=1)  # C
+    assert _count_attempts([op.pk], seen=0)  # A
+    assert _count_attempts([op.pk], seen=1)  # C
     held, release = threading.Event(), threading.Event()
 
     def claim_of_c():
@@ -184,7 +184,7 @@ def test_a_count_taken_back_waits_for_the_claim_holding_the_operation(approved):
 
     def take_back_of_a():
         try:
-            _uncount_attempt(op.pk)
+            _uncount_attempts([op.pk])
         finally:
             connections.close_all()
 

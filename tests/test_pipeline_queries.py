@@ -8,11 +8,14 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from runs.engine.claims import claim_next
+from runs.engine import claims
+from runs.engine.claims import claim, claim_next
 from runs.engine.executor import Execution
 from runs.engine.worker import Worker
 from runs.models import Account, ApprovalPolicy, Operation
 from runs.services.decisions import decide
+from runs.services.runs import start_run
+from tests.conftest import AGENT
 
 LEASE = Worker().lease
 # propose (auto-approved by policy); a worker's step: claim and carry out (intent,
@@ -25,6 +28,9 @@ LEASE = Worker().lease
 # leaves it counted): the row read unless held, its update, and the savepoint that
 # transaction is in a test.
 EXPECTED = {"propose": 21, "at once": 38, "busy step": 38, "claim": 12, "carry out": 34}
+# Four transfers claimed together (where writers take turns anyway): 34 statements each
+# instead of 38, and two commits for the four instead of eight.
+EXPECTED["4 together"] = 136
 # A reviewer's approval of an operation that awaits one: the decision, the operation's
 # transition in the decision's transaction, the run back to the queue, both written
 # through the run the decision locked.
@@ -39,6 +45,7 @@ if connection.vendor == "postgresql":
         "approve": 2,
         "at once": 3,
         "busy step": 3,
+        "4 together": 12,
         "claim": 1,
         "carry out": 2,
     }.items():
@@ -51,8 +58,9 @@ def transfer(project, propose):
     Account.objects.create(project=project, name="A", balance=Decimal("1000.00"))
     Account.objects.create(project=project, name="B", balance=Decimal("0.00"))
 
-    def proposed(call_id: str) -> Operation:
-        return propose(call_id, arguments={"from": "A", "to": "B", "amount": "1.00"}, risk="low")
+    def proposed(call_id: str, **kwargs) -> Operation:
+        arguments = {"from": "A", "to": "B", "amount": "1.00"}
+        return propose(call_id, arguments=arguments, risk="low", **kwargs)
 
     proposed("warm-up")  # The run's first operation writes more; count a later one.
     Worker("warm-up").drain()
@@ -79,6 +87,22 @@ def test_an_auto_approved_transfer_is_proposed_then_carried_out_in_one_transacti
         ("operation.intent", "in_flight"),
         ("operation.status", "committed"),
     ]
+
+
+def test_transfers_claimed_together_share_their_commit_and_their_count(
+    transfer, session, monkeypatch
+):
+    """Four transfers on four runs, taken together as a worker on SQLite does: one
+    transaction counts their attempts, one claims and carries them all out."""
+    monkeypatch.setattr(claims, "TOGETHER_SECONDS", 60)  # A slow machine cuts no claim.
+    for i in range(4):
+        transfer(f"t{i}", target=start_run(session=session, goal=f"Goal {i}", actor=AGENT))
+    worker = Worker("w")
+    n, claimed = counted(
+        lambda: claim(worker="w", lease=LEASE, then=worker._at_once, most=claims.TOGETHER)
+    )
+    assert (n, len(claimed)) == (EXPECTED["4 together"], 4)
+    assert set(worker.done_in_claim.values()) == {True}
 
 
 def test_each_step_by_step_of_a_transfer_costs_a_fixed_number_of_queries(transfer):

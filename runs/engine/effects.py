@@ -39,8 +39,13 @@ class Effects:
 
     @property
     def full(self) -> bool:
+        return self.free == 0
+
+    @property
+    def free(self) -> int:
+        """How many more effects may start now."""
         with self.lock:
-            return self.busy >= self.size
+            return max(0, self.size - self.busy)
 
     def closed(self) -> set[str]:
         """The lanes that may not take another effect now."""

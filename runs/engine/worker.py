@@ -1,8 +1,9 @@
-"""The worker: a loop around ``step()``, which claims one operation and says whether
-it did any work. Run as a process (``run()``), it carries out up to
-``OVERSIGHT_WORKER_EFFECTS`` effects at once, in lanes (``runs.engine.effects``), and
-delivers alerts and reviewers' emails in a thread of their own (``notifying``); a
-``step()`` called alone (tests, ``--once``) carries its effect out before it returns.
+"""The worker: a loop around ``step()``, which claims (one operation, or several
+effects inside the database together) and says whether it did any work. Run as a
+process (``run()``), it carries out up to ``OVERSIGHT_WORKER_EFFECTS`` effects at once,
+in lanes (``runs.engine.effects``), and delivers alerts and reviewers' emails in a
+thread of their own (``notifying``); a ``step()`` called alone (tests, ``--once``)
+carries its effects out before it returns.
 SIGTERM (or SIGINT) stops the claims and lets the effects in hand end."""
 
 import logging
@@ -11,6 +12,8 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from copy import copy
 from datetime import timedelta
 from functools import partial
@@ -23,7 +26,7 @@ from runs.actions.files import clear_leftovers
 from runs.api.replay import purge_expired
 from runs.clock import db_now
 from runs.engine.boundaries import CLAIMED, reach
-from runs.engine.claims import claim_next
+from runs.engine.claims import TOGETHER, claim
 from runs.engine.effects import Effects
 from runs.engine.executor import Execution
 from runs.engine.lanes import Lanes
@@ -56,11 +59,14 @@ class Worker:
         self.stopping = False
         self.next_housekeeping = 0.0
         self.next_due = 0.0
-        # Whether the last claim's transaction carried the operation out; None if it
-        # did not try.
-        self.done_in_claim: bool | None = None
+        # Whether the last claim's transaction carried each operation out (by key);
+        # absent if it did not try.
+        self.done_in_claim: dict[int, bool] = {}
         self.wakeup = Wakeup()
         self.turns = Turns()
+        # Stepping in a loop (``drain()``, ``run()``): a step that found work keeps the
+        # turn for the next (``Turns``). A step called alone lets it go.
+        self.looping = False
         # Set by ``run()``: effects carried out at once. Notifications have a thread of
         # their own there; otherwise housekeeping makes their rounds.
         self.effects: Effects | None = None
@@ -68,7 +74,7 @@ class Worker:
         self.publishing = threading.Lock()
 
     def step(self) -> bool:
-        """Do the housekeeping, then claim one operation and carry it out (or start it,
+        """Do the housekeeping, then claim and carry out what was claimed (or start it,
         in ``run()``); say whether there was work. What is due is looked for before a
         claim at most once a second (six queries, and nothing there that urgent: a
         worker woken by an approval claims it at once, since it looked less than a
@@ -78,23 +84,41 @@ class Worker:
         if self.effects is not None:
             self.effects.freed.clear()
             if self.effects.full:
+                self.turns.pass_on()
                 return did_work
-        self.done_in_claim = None
+        self.done_in_claim = {}
         closed = self.effects.closed() if self.effects else set()
-        with self.turns.turn(stopped=lambda: self.stopping):
+        with self.turns.turn(stopped=lambda: self.stopping) as turn:
             then = self._at_once if self.at_once else None
-            operation = claim_next(worker=self.name, lease=self.lease, then=then, skip=closed)
-        if operation is None:  # The queue is empty: catch up on what is due.
+            claimed = claim(
+                worker=self.name, lease=self.lease, then=then, skip=closed, most=self._most()
+            )
+            turn.keep = self.looping and bool(claimed) and not self.stopping
+        if not claimed:  # The queue is empty: catch up on what is due.
             return self.housekeeping() if skipped else did_work
-        if self.done_in_claim:
-            return True
-        if self.done_in_claim is None:
-            reach(CLAIMED, operation)
-        if self.effects is None:
-            self.carry_out(operation)
-        else:
-            self.effects.start(operation.lane, partial(self.carry_out, operation))
+        for operation in claimed:
+            done = self.done_in_claim.get(operation.pk)
+            if done:
+                continue
+            if done is None:
+                reach(CLAIMED, operation)
+            if self.effects is None:  # Carried out here: the turn is not held meanwhile.
+                self.turns.pass_on()
+                self.carry_out(operation)
+            else:
+                self.effects.start(operation.lane, partial(self.carry_out, operation))
         return True
+
+    def _most(self) -> int:
+        """How many operations one claim may take: several effects inside the database
+        in one transaction where writers take turns anyway (SQLite: one commit for
+        them all, and the database held no longer than for each in turn), as many as
+        free slots can take if one goes step by step. One elsewhere: on PostgreSQL
+        workers write side by side, and a transaction holding several transfers'
+        accounts would make them wait on each other."""
+        if connection.vendor != "sqlite":
+            return 1
+        return min(TOGETHER, self.effects.free if self.effects else TOGETHER)
 
     def carry_out(self, operation: Operation) -> None:
         """Drive a claimed operation as far as this worker can; never raises."""
@@ -117,7 +141,7 @@ class Worker:
         if execution.at_once_applies:
             reach(CLAIMED, operation)
             with _about(operation):
-                self.done_in_claim = execution.run_at_once(copy(run))
+                self.done_in_claim[operation.pk] = execution.run_at_once(copy(run))
 
     def housekeeping(self) -> bool:
         """Expire what is overdue (proposals, approvals, human requests), settle abandoned
@@ -166,8 +190,18 @@ class Worker:
 
     def drain(self) -> None:
         """Work until nothing is ready (``runworker --once``)."""
-        while not self.stopping and self.step():
-            pass
+        with self._looping():
+            while not self.stopping and self.step():
+                pass
+
+    @contextmanager
+    def _looping(self) -> Iterator[None]:
+        self.looping = True
+        try:
+            yield
+        finally:
+            self.looping = False
+            self.turns.pass_on()
 
     def run(self, idle_seconds: float = 0.5) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -179,17 +213,18 @@ class Worker:
         self.effects = Effects(settings.OVERSIGHT_WORKER_EFFECTS, lanes)
         self.notifications.start()
         log.info("worker %s started", self.name)
-        while not self.stopping:
-            _drop_stale_connection()
-            try:
-                self.wakeup.watch()
-                did_work = self.step()
-            except Exception:
-                # The operation keeps its lease and is taken over when it expires.
-                log.exception("worker %s: step failed", self.name)
-                did_work = False
-            if not did_work:
-                self._idle(idle_seconds)
+        with self._looping():
+            while not self.stopping:
+                _drop_stale_connection()
+                try:
+                    self.wakeup.watch()
+                    did_work = self.step()
+                except Exception:
+                    # The operation keeps its lease and is taken over when it expires.
+                    log.exception("worker %s: step failed", self.name)
+                    did_work = False
+                if not did_work:
+                    self._idle(idle_seconds)
         self.effects.finish()
         self.notifications.stop()
         log.info("worker %s stopped", self.name)
