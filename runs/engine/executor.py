@@ -139,7 +139,7 @@ class Execution:
                 if run.cancel_requested:
                     raise _StepByStep
                 self.action.precondition(self.args, self.ctx)
-                self._write_intent(self.action.snapshot(self.args, self.ctx), run)
+                self._write_intent(self.action.snapshot(self.args, self.ctx), run, renew=False)
                 reach(INTENT, self.op)
                 started = time.monotonic()
                 output = self.action.execute(self.args, self.key, self.ctx)
@@ -413,16 +413,22 @@ class Execution:
         self._write_intent(snapshot, run)
         return True
 
-    def _write_intent(self, snapshot: dict, run: Run) -> None:
+    def _write_intent(self, snapshot: dict, run: Run, renew: bool = True) -> None:
         """The intent's checkpoint, with the epoch about to fire, in the caller's
-        transaction holding ``run``'s lock."""
+        transaction holding ``run``'s lock; the lease renewed from now (``renew``),
+        unless it was taken in that same transaction (``run_at_once``): a lease
+        nothing can outlive, since no other worker can take the operation before the
+        transaction ends."""
         self.ctx.intent = snapshot
+        changes = {"intent": snapshot}
+        if renew:
+            changes["lease_expires_at"] = db_now() + self.lease.length
         self._record(
             Status.IN_FLIGHT,
             "precondition holds; executing",
             run=run,
             event="operation.intent",
-            changes={"intent": snapshot, "lease_expires_at": db_now() + self.lease.length},
+            changes=changes,
             detail={"attempt": {"epoch": self.lease.epoch, "number": self.op.attempts}},
             artifacts=[ArtifactRef(name, a) for name, a in self.ctx.artifacts.items()],
         )
