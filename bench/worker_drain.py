@@ -34,7 +34,7 @@ from django.db import connection  # noqa: E402
 from django.db.models import Max, Min, Q, Sum  # noqa: E402
 
 from bench.peer import put_steps, sqlite_saver  # noqa: E402
-from bench.report import Figures, add_json_option  # noqa: E402
+from bench.report import Figures, add_json_option, percentile  # noqa: E402
 from runs.actors import Actor  # noqa: E402
 from runs.clock import db_now  # noqa: E402
 from runs.models import (  # noqa: E402
@@ -43,10 +43,12 @@ from runs.models import (  # noqa: E402
     LedgerEntry,
     Operation,
     Project,
+    Run,
     WorkerHeartbeat,
 )
 from runs.services.proposals import propose_operation  # noqa: E402
 from runs.services.runs import open_session, start_run  # noqa: E402
+from runs.transitions import record_run_event  # noqa: E402
 
 AGENT = Actor.agent("bench")
 PER_RUN = 10
@@ -94,11 +96,14 @@ def drain(workers: int) -> float:
         return time.perf_counter() - started
 
 
-def steady(workers: int, ids: list[int]) -> float:
+def steady(workers: int, ids: list[int], beside: Run) -> tuple[float, list[float]]:
     """Seconds from the queue's opening to its last commit, with ``workers`` processes
     started and idle before it opens: contention alone, without their start. The queue
     is closed by handing its operations to an agent (``executor``), which no worker
-    claims, and opened by handing them back in one statement."""
+    claims, and opened by handing them back in one statement. Meanwhile, every 20 ms,
+    a state change of ``beside`` (a run no worker touches), as a reviewer's decision
+    or an agent's message would write it: how long each took (ms), waiting for the
+    database behind the workers' transactions included."""
     queue = Operation.objects.filter(pk__in=ids)
     queue.update(executor=Operation.Executor.AGENT)
     with ExitStack() as files:
@@ -113,17 +118,23 @@ def steady(workers: int, ids: list[int]) -> float:
             queue.update(executor=Operation.Executor.SERVER)
             opened = db_now()
             deadline = time.monotonic() + 300
-            while queue.exclude(status="committed").exists():
+            writes = []
+            while True:
+                started = time.perf_counter()
+                record_run_event(run=beside, actor=AGENT, event="bench.beside_the_drain")
+                writes.append((time.perf_counter() - started) * 1000)
+                if not queue.exclude(status="committed").exists():
+                    break
                 if time.monotonic() > deadline:
                     raise SystemExit(f"{workers} worker(s) left transfers uncommitted")
-                time.sleep(0.05)
+                time.sleep(0.02)
         finally:
             for process in processes:
                 process.send_signal(signal.SIGTERM)
             for process in processes:
                 process.wait()
     last = Checkpoint.objects.filter(operation_id__in=ids, to_status="committed")
-    return (last.aggregate(last=Max("created_at"))["last"] - opened).total_seconds()
+    return (last.aggregate(last=Max("created_at"))["last"] - opened).total_seconds(), writes
 
 
 def start_worker(files: ExitStack, *options: str) -> subprocess.Popen:
@@ -177,11 +188,15 @@ def main() -> None:
         b = f"{b:.2f}"  # SQLite sums decimals to a whole number.
         name = f"{workers} worker(s)"
         queued_in, queued = prepare(args.operations, args.hot)
+        beside = start_run(session=queued_in.sessions.first(), goal="beside", actor=AGENT)
+        seconds, writes = steady(workers, queued, beside)
         opened = figures.add(
-            f"{name}: started before the queue opens",
-            len(queued) / steady(workers, queued),
-            "ops/s",
+            f"{name}: started before the queue opens", len(queued) / seconds, "ops/s"
         )
+        write = {
+            p: figures.add(f"{name}: a state change beside it, p{p}", percentile(writes, p), "ms")
+            for p in (50, 95, 100)
+        }
         if LedgerEntry.objects.filter(project=queued_in).count() != len(queued):
             raise SystemExit(f"{name}: every transfer must be applied once")
         figures.add(f"{name}: operations", len(ids), "operations")
@@ -199,7 +214,8 @@ def main() -> None:
             f"{name}: {len(ids)} operations in {elapsed:6.2f} s = "
             f"{rate:6.1f} ops/s (ratio {ratio:.4f} of the limit; {paced:.2f}x SqliteSaver's "
             f"pace; {claimed:6.1f} from the first claim to the last commit; {opened:6.1f} "
-            f"started before the queue opens); "
+            f"started before the queue opens; {len(writes)} state changes beside it: p50 "
+            f"{write[50]:.1f} ms, p95 {write[95]:.1f}, max {write[100]:.1f}); "
             f"committed {committed}, ledger entries {entries}, B balances {b}"
         )
         if committed != len(ids) or entries != len(ids):

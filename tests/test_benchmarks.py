@@ -148,6 +148,8 @@ def test_worker_drain(tmp_path, hot):
     }
     figures = by_name(document)
     assert figures["2 worker(s): operations"] == {"value": 12, "unit": "operations"}
+    beside = figures["2 worker(s): a state change beside it, p95"]
+    assert beside["unit"] == "ms" and beside["value"] > 0
     assert figures["2 worker(s): committed"] == {"value": 12, "unit": "operations"}
     assert figures["2 worker(s): ledger entries"] == {"value": 12, "unit": "entries"}
     assert figures["2 worker(s): B balances"] == {"value": "12.00", "unit": "units"}
@@ -158,7 +160,7 @@ def test_worker_drain(tmp_path, hot):
     assert printed(r"^SqliteSaver: .* three checkpoints ([\d.]+)/s$", out) == f"{pace['value']:.1f}"
     opened = figures["2 worker(s): started before the queue opens"]
     assert opened["unit"] == "ops/s"
-    assert printed(r"^2 worker\(s\): .*; +([\d.]+) started before the queue opens\)", out) == (
+    assert printed(r"^2 worker\(s\): .*; +([\d.]+) started before the queue opens;", out) == (
         f"{opened['value']:.1f}"
     )
     paced = figures["2 worker(s): ratio to SqliteSaver's pace"]
