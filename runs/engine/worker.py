@@ -112,8 +112,8 @@ class Worker:
     def _most(self) -> int:
         """How many operations one claim may take: several effects inside the database
         in one transaction where writers take turns anyway (SQLite: one commit for
-        them all, and the database held no longer than for each in turn), as many as
-        free slots can take if one goes step by step. One elsewhere: on PostgreSQL
+        them all, the database held for at most ``TOGETHER_SECONDS`` and one more),
+        as many as free slots can take if one goes step by step. One elsewhere: on PostgreSQL
         workers write side by side, and a transaction holding several transfers'
         accounts would make them wait on each other."""
         if connection.vendor != "sqlite":
