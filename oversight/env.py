@@ -97,7 +97,9 @@ def sqlite_database(path: Path, *, synchronous: str) -> dict:
 
     ``transaction_mode=IMMEDIATE`` makes every ``atomic()`` take the write lock up front,
     so two writers queue on the busy timeout instead of failing mid-transaction when
-    a read lock cannot be upgraded (seed 000).
+    a read lock cannot be upgraded (seed 000). The backend is Django's, whose
+    transactions hold a lock that makes the workers' claims give way to them
+    (``oversight.sqlite3.writes``).
     """
     if synchronous not in {"FULL", "NORMAL"}:
         raise ImproperlyConfigured(
@@ -105,7 +107,7 @@ def sqlite_database(path: Path, *, synchronous: str) -> dict:
         )
     path.parent.mkdir(parents=True, exist_ok=True)
     return {
-        "ENGINE": "django.db.backends.sqlite3",
+        "ENGINE": "oversight.sqlite3",
         "NAME": str(path),
         "OPTIONS": {
             "transaction_mode": "IMMEDIATE",

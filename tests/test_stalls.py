@@ -1,7 +1,7 @@
 """A process stopped while it holds something (SIGSTOP inside a transaction, the claim
 turn) delays others no longer than a bound: PostgreSQL ends a session idle in its
 transaction, and on SQLite the other workers kill a process stopped while it holds the
-database's write lock or the turn (``OVERSIGHT_DB_IDLE_IN_TRANSACTION_SECONDS`` both);
+database's write lock, the turn or the writes (``OVERSIGHT_DB_IDLE_IN_TRANSACTION_SECONDS``);
 and the feed's numbering shares nothing a run's transaction holds."""
 
 import signal
@@ -74,17 +74,20 @@ def test_a_worker_stopped_inside_its_claims_transaction_holds_others_up_for_a_bo
 
 
 def holder(lock: str, then: str) -> subprocess.Popen:
-    """A process that takes ``lock`` (the claim turn, or SQLite's write lock) and then
-    stops itself (``then="stop"``) or keeps working (``"work"``)."""
+    """A process that takes ``lock`` (the claim turn, SQLite's write lock, or the
+    writes a web transaction holds) and then stops itself (``then="stop"``) or keeps
+    working (``"work"``)."""
     take = {
         "turn": "import fcntl; f = open(turn_file(), 'a'); fcntl.flock(f, fcntl.LOCK_EX)",
         "database": "c = connection.cursor(); c.execute('BEGIN IMMEDIATE')",
+        "writes": "Writes.of(connection.settings_dict['NAME']).hold()",
     }[lock]
     working = "time.sleep(60)"  # simulates a slow target: a holder busy with its work
     after = {"stop": "os.kill(os.getpid(), signal.SIGSTOP)", "work": working}[then]
     script = (
         "import os, signal, time, django; django.setup()\n"
         "from django.db import connection\n"
+        "from oversight.sqlite3.writes import Writes\n"
         "from runs.engine.turns import turn_file\n"
         f"{take}\nprint('HELD', flush=True)\n{after}\n"
     )
@@ -94,8 +97,10 @@ def holder(lock: str, then: str) -> subprocess.Popen:
 
 
 @pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's locks belong to processes")
-@pytest.mark.parametrize("lock", ["turn", "database"])
-def test_a_process_stopped_with_the_turn_or_the_database_is_killed_after_the_bound(lock):
+@pytest.mark.parametrize("lock", ["turn", "database", "writes"])
+def test_a_process_stopped_with_the_turn_the_database_or_the_writes_is_killed_after_the_bound(
+    lock,
+):
     stopped = holder(lock, "stop")
     try:
         assert stopped.stdout.readline() == "HELD\n"

@@ -5,9 +5,11 @@ PostgreSQL ends the session of a process idle inside its transaction
 belongs to a process, and one stopped while it holds the lock (SIGSTOP, a paused VM)
 holds up every writer of the database, web requests included, until it is continued;
 one stopped while it holds the workers' claim turn (``runs.engine.turns``) makes every
-other worker wait for the turn at each step. So every worker looks, once a second, at
-who holds those two locks, as the kernel lists them in ``/proc/locks``: WAL's write lock
-(a POSIX lock on byte 120 of the ``-shm`` file) and the turn's file. A holder seen
+other worker wait for the turn at each step, and one stopped inside a transaction that
+holds the writes (``oversight.sqlite3.writes``) makes each claim wait for its bound. So
+every worker looks, once a second, at who holds those locks, as the kernel lists them in
+``/proc/locks``: WAL's write lock (a POSIX lock on byte 120 of the ``-shm`` file), the
+turn's file and the writes' file. A holder seen
 stopped (state ``T``) for that same bound is killed with SIGKILL, which is what ends its
 transaction: SQLite rolls it back, and its claim is taken over through verification, as
 after any crash. A holder that is only slow, or stopped by a debugger (``t``), is left
@@ -28,6 +30,7 @@ from pathlib import Path
 
 from django.db import connection
 
+from oversight.sqlite3.writes import writes_file
 from runs.engine.turns import turn_file
 
 log = logging.getLogger(__name__)
@@ -56,7 +59,7 @@ class StallWatch:
         _note_stopped({pid: first for pid, first in since.items() if pid not in killed})
         for pid in killed:
             log.error(
-                "process %s held the database's write lock or the claim turn while stopped "
+                "process %s held the database's write lock, the turn or the writes while stopped "
                 "for %s s: killed, so that SQLite rolls its transaction back",
                 pid,
                 self.bound,
@@ -100,10 +103,14 @@ def _note_stopped(since: dict[int, float]) -> None:
 
 
 def _watched_files() -> dict[int, str]:
-    """The inodes of the two locks watched, by what holds them."""
+    """The inodes of the locks watched, by what holds them."""
     name = connection.settings_dict["NAME"]
     watched = {}
-    for path, kind in ((f"{name}-shm", "database"), (turn_file(), "turn")):
+    for path, kind in (
+        (f"{name}-shm", "database"),
+        (turn_file(), "turn"),
+        (writes_file(name), "writes"),
+    ):
         try:
             watched[os.stat(path).st_ino] = kind
         except FileNotFoundError:
@@ -112,17 +119,18 @@ def _watched_files() -> dict[int, str]:
 
 
 def _holders(watched: dict[int, str]) -> Iterator[int]:
-    """The pids holding WAL's write lock or the turn, from ``/proc/locks`` lines such
-    as ``3: POSIX  ADVISORY  WRITE 21791 fe:00:2146922 120 120``."""
+    """The pids holding WAL's write lock, the turn or the writes (shared: ``READ``),
+    from ``/proc/locks`` lines such as ``3: POSIX  ADVISORY  WRITE 21791 fe:00:2146922
+    120 120``."""
     for line in LOCKS.read_text().splitlines():
         fields = line.split()
         if "->" in fields or len(fields) < 8:
             continue  # A waiter ("-> POSIX …"), not a holder.
         _, _, _, mode, pid, device_inode, start, _ = fields[:8]
         kind = watched.get(int(device_inode.rsplit(":", 1)[1]))
-        if mode != "WRITE" or kind is None or int(pid) == os.getpid():
+        if kind is None or int(pid) == os.getpid() or (mode != "WRITE" and kind != "writes"):
             continue
-        if kind == "turn" or start == str(WAL_WRITE_LOCK):
+        if kind != "database" or start == str(WAL_WRITE_LOCK):
             yield int(pid)
 
 

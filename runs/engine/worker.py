@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
 from django.db.models.functions import Now
 
+from oversight.sqlite3.writes import giving_way
 from runs.actions.files import clear_leftovers
 from runs.api.replay import purge_expired
 from runs.clock import db_now
@@ -88,7 +89,7 @@ class Worker:
                 return did_work
         self.done_in_claim = {}
         closed = self.effects.closed() if self.effects else set()
-        with self.turns.turn(stopped=lambda: self.stopping) as turn:
+        with self.turns.turn(stopped=lambda: self.stopping) as turn, giving_way():
             then = self._at_once if self.at_once else None
             claimed = claim(
                 worker=self.name, lease=self.lease, then=then, skip=closed, most=self._most()
