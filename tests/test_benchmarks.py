@@ -150,6 +150,13 @@ def test_worker_drain(tmp_path, hot):
     assert figures["2 worker(s): operations"] == {"value": 12, "unit": "operations"}
     beside = figures["2 worker(s): a state change beside it, p95"]
     assert beside["unit"] == "ms" and beside["value"] > 0
+    assert printed(r"^2 worker\(s\), started .* beside them: .* p95 ([\d.]+), max", out) == (
+        f"{beside['value']:.1f}"
+    )
+    shared = figures["2 worker(s): started before, beside state changes"]
+    assert printed(r"^2 worker\(s\), started .* beside them: +([\d.]+) ops/s;", out) == (
+        f"{shared['value']:.1f}"
+    )
     assert figures["2 worker(s): committed"] == {"value": 12, "unit": "operations"}
     assert figures["2 worker(s): ledger entries"] == {"value": 12, "unit": "entries"}
     assert figures["2 worker(s): B balances"] == {"value": "12.00", "unit": "units"}
@@ -160,7 +167,7 @@ def test_worker_drain(tmp_path, hot):
     assert printed(r"^SqliteSaver: .* three checkpoints ([\d.]+)/s$", out) == f"{pace['value']:.1f}"
     opened = figures["2 worker(s): started before the queue opens"]
     assert opened["unit"] == "ops/s"
-    assert printed(r"^2 worker\(s\): .*; +([\d.]+) started before the queue opens;", out) == (
+    assert printed(r"^2 worker\(s\): .*; +([\d.]+) started before the queue opens\)", out) == (
         f"{opened['value']:.1f}"
     )
     paced = figures["2 worker(s): ratio to SqliteSaver's pace"]
