@@ -1,4 +1,5 @@
-"""Django's SQLite backend, whose transactions say when a write is in hand.
+"""Django's SQLite backend, whose transactions say when a write is in hand, and whose
+statements have their placeholders converted once.
 
 Each transaction ``atomic()`` begins holds the database's ``Writes`` from before its
 ``BEGIN IMMEDIATE`` to its end (commit, rollback or close), unless the connection gives
@@ -7,6 +8,7 @@ transaction holds them, and holds nothing itself.
 """
 
 import time
+from functools import lru_cache
 
 from django.db import OperationalError
 from django.db.backends.sqlite3 import base
@@ -14,11 +16,31 @@ from django.db.backends.sqlite3 import base
 from oversight.sqlite3.writes import LOOK_EVERY_SECONDS, Writes
 
 
+class CursorWrapper(base.SQLiteCursorWrapper):
+    """Django's, converting a statement's ``%s`` to SQLite's ``?`` once per process
+    rather than with a regular expression each time it is sent: the worker sends the
+    same few dozen statements again and again, and the conversion was 5 % of a
+    transfer's time."""
+
+    def convert_query(self, query, *, param_names=None):
+        if param_names is None:
+            return _qmark_style(query)
+        return super().convert_query(query, param_names=param_names)
+
+
+@lru_cache(maxsize=4096)
+def _qmark_style(query: str) -> str:
+    return base.FORMAT_QMARK_REGEX.sub("?", query).replace("%%", "%")
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.gives_way = False  # Set by ``writes.giving_way``.
         self.holding: Writes | None = None  # Held by the transaction in hand.
+
+    def create_cursor(self, name=None):
+        return self.connection.cursor(factory=CursorWrapper)
 
     def _start_transaction_under_autocommit(self) -> None:
         writes = None if self.is_in_memory_db() else Writes.of(self.settings_dict["NAME"])
