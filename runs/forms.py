@@ -161,6 +161,8 @@ class QueueFilter(forms.Form):
     project = forms.ChoiceField(required=False)
     action = forms.CharField(required=False, max_length=100)
     risk = forms.ChoiceField(required=False, choices=[("", "Any risk"), *Operation.Risk.choices])
+    # Not a field of the filter form: a new filter starts again at the first page.
+    page = forms.IntegerField(required=False, min_value=1, max_value=100_000)
 
     def __init__(self, *args, projects: QuerySet[Project], **kwargs) -> None:
         super().__init__(*args, **kwargs)

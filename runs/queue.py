@@ -4,10 +4,10 @@ in the projects where they decide, and the oldest of them, which the queue shows
 from runs.models import HumanRequest, Operation
 from runs.permissions import projects_with_perm
 
-# The queue shows the oldest this many operations, and as many requests: a reviewer
-# works from the top, and the filters find the others. Ten thousand rows would be a
-# page of megabytes, rendered again at every change.
-QUEUE_LIMIT = 100
+# The queue shows this many operations a page, and as many requests, oldest first: a
+# reviewer works from the top; the next pages and the filters find the others. Ten
+# thousand rows would be a page of megabytes, rendered again at every change.
+QUEUE_LIMIT = 50
 
 
 def pending_for(user):
@@ -26,13 +26,17 @@ def open_requests_for(user):
     )
 
 
-def oldest_keys(queryset):
-    """The keys of the oldest ``QUEUE_LIMIT`` of ``queryset``: what the queue shows."""
-    return queryset.order_by("created_at", "pk").values_list("pk", flat=True)[:QUEUE_LIMIT]
+def oldest_keys(queryset, page: int = 1):
+    """The keys of ``queryset``'s ``page``-th ``QUEUE_LIMIT``, oldest first: what the
+    queue shows."""
+    start = (page - 1) * QUEUE_LIMIT
+    keys = queryset.order_by("created_at", "pk").values_list("pk", flat=True)
+    return keys[start : start + QUEUE_LIMIT]
 
 
-def oldest(queryset):
-    """The oldest ``QUEUE_LIMIT`` of ``queryset``, chosen by their keys alone, so that
-    what a row shows (its run, agent, project, approvals so far) is read for those rows
-    only, not for every pending one before the cut."""
-    return queryset.model.objects.filter(pk__in=oldest_keys(queryset)).order_by("created_at", "pk")
+def oldest(queryset, page: int = 1):
+    """``queryset``'s ``page``-th ``QUEUE_LIMIT``, oldest first, chosen by their keys
+    alone, so that what a row shows (its run, agent, project, approvals so far) is read
+    for those rows only, not for every pending one before the cut."""
+    chosen = oldest_keys(queryset, page)
+    return queryset.model.objects.filter(pk__in=chosen).order_by("created_at", "pk")

@@ -199,3 +199,29 @@ def test_a_long_queue_shows_its_oldest_and_says_so(client, reviewer, propose, mo
     assert "Showing the oldest 2 of each: the next ones come up as these are decided" in page
     assert 'data-total="3"' in page
     assert "3 operations waiting for a decision" in page
+
+
+def test_the_rest_of_a_long_queue_is_a_page_away_with_its_filters_kept(
+    client, reviewer, propose, project, monkeypatch
+):
+    monkeypatch.setattr(queue, "QUEUE_LIMIT", 2)
+    ops = [propose(f"call-{n}").pk for n in range(5)]
+    client.force_login(reviewer)
+    filtered = f"project={project.slug}"
+
+    first = client.get(f"/approvals/?{filtered}").text
+    second = client.get(f"/approvals/?{filtered}&page=2").text
+    last = client.get(f"/approvals/?{filtered}&page=3").text
+
+    assert [listed(first), listed(second), listed(last)] == [ops[:2], ops[2:4], ops[4:]]
+    assert "Showing 3 to 4, oldest first, of each" in second
+    assert links(first) == {"next": f"?{filtered}&amp;page=2"}
+    assert links(second) == {"prev": f"?{filtered}&amp;page=1", "next": f"?{filtered}&amp;page=3"}
+    assert links(last) == {"prev": f"?{filtered}&amp;page=2"}
+    assert 'data-total="5"' in last
+
+
+def links(page: str) -> dict[str, str]:
+    """The queue's links to the pages before and after it, by ``rel``."""
+    found = re.findall(r'<a href="([^"]*)" rel="(prev|next)"', page)
+    return {rel: href for href, rel in found}

@@ -49,13 +49,14 @@ def queue(request: HttpRequest) -> HttpResponse:
     if request.htmx and request.GET.get("since") == version:
         return HttpResponse(status=204)
     now = timezone.now()
+    page = _page(filters)
     rows = (
-        waiting.oldest(pending)
+        waiting.oldest(pending, page)
         .select_related("run__session__token", "project", "proposed_by_token")
         .defer(*_NOT_SHOWN)
         .annotate(approvals=Coalesce(Subquery(_approvals_counted), 0))
     )
-    requests = waiting.oldest(asking).select_related(
+    requests = waiting.oldest(asking, page).select_related(
         "run__session__token", "project", "asked_by_token"
     )
     sla = timedelta(minutes=settings.OVERSIGHT_REVIEW_SLA_MINUTES)
@@ -89,6 +90,9 @@ def queue(request: HttpRequest) -> HttpResponse:
         "request_count": asked["count"],
         "total": summary["count"] + asked["count"],
         "limit": waiting.QUEUE_LIMIT,
+        "first": (page - 1) * waiting.QUEUE_LIMIT + 1,
+        "last": page * waiting.QUEUE_LIMIT,
+        "page_urls": _page_urls(query, page, max(summary["count"], asked["count"])),
         "version": version,
         "sla_minutes": settings.OVERSIGHT_REVIEW_SLA_MINUTES,
     }
@@ -98,8 +102,25 @@ def queue(request: HttpRequest) -> HttpResponse:
     return render(request, template, context)
 
 
+def _page(filters: QueueFilter) -> int:
+    return (filters.is_valid() and filters.cleaned_data["page"]) or 1
+
+
+def _page_urls(query, page: int, longest: int) -> dict[str, str]:
+    """The links to the pages before and after ``page`` (oldest first), keeping the
+    filters, for as far as the longer section goes."""
+    urls = {}
+    for name, other in (("previous", page - 1), ("next", page + 1)):
+        if other >= 1 and (other - 1) * waiting.QUEUE_LIMIT < longest:
+            paged = query.copy()
+            paged["page"] = other
+            urls[name] = f"?{paged.urlencode()}"
+    return urls
+
+
 def _narrowed(filters: QueueFilter) -> bool:
-    return filters.is_valid() and any(filters.cleaned_data.values())
+    data = filters.cleaned_data if filters.is_valid() else {}
+    return any(value for name, value in data.items() if name != "page")
 
 
 def _version(summary: dict) -> str:

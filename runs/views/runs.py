@@ -21,8 +21,8 @@ from runs.views.access import load_run, member_projects
 PAGE_SIZE = 50
 # The run page's timeline shows the latest this many checkpoints (with the messages
 # and operations of that stretch); the whole chain is in the audit trail.
-TIMELINE_CHECKPOINTS = 200
-TIMELINE_MESSAGES = 200
+TIMELINE_CHECKPOINTS = 100
+TIMELINE_MESSAGES = 100
 # Its tables of operations, requests and artifacts show the latest this many each.
 TABLE_ROWS = 100
 
