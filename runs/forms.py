@@ -13,6 +13,8 @@ from django.http import HttpRequest
 from django.utils.text import capfirst
 
 from runs import jsonsafe
+from runs.actions.registry import check_proposal
+from runs.errors import InvalidInput
 from runs.models import Decision, HumanRequest, Operation, Preferences, Project, Run
 
 IRREVERSIBLE = (Operation.RollbackKind.NONE, Operation.RollbackKind.OUT_OF_BAND)
@@ -46,19 +48,7 @@ class DecisionForm(forms.Form):
     def clean_arguments(self):
         if self.data.get("kind") != Decision.Kind.EDIT:
             return None
-        # The limits an agent's proposal meets: no NaN, lone surrogate, deep nesting or
-        # size that a proposal could not have had.
-        try:
-            value = jsonsafe.parse(self.cleaned_data["arguments"] or "", field="arguments")
-            jsonsafe.check_json(
-                "arguments", value, max_bytes=settings.OVERSIGHT_API_MAX_ARGUMENTS_BYTES
-            )
-        except jsonsafe.Refused as error:
-            where = "" if error.field == "arguments" else f"{error.field}: "
-            raise forms.ValidationError(f"{where}{capfirst(str(error))}") from None
-        if not isinstance(value, dict):
-            raise forms.ValidationError("The arguments must be a JSON object.")
-        return value
+        return edited_arguments(self.cleaned_data["arguments"])
 
     def clean(self):
         data = super().clean()
@@ -79,6 +69,64 @@ class DecisionForm(forms.Form):
             self.add_error(
                 "confirm",
                 f"This cannot be undone: type {self.operation.action} to confirm.",
+            )
+        return data
+
+
+def edited_arguments(text: str | None) -> dict:
+    """A reviewer's edited arguments, parsed from their JSON, within the limits an
+    agent's proposal meets: no NaN, lone surrogate, deep nesting or size that a
+    proposal could not have had."""
+    try:
+        value = jsonsafe.parse(text or "", field="arguments")
+        jsonsafe.check_json(
+            "arguments", value, max_bytes=settings.OVERSIGHT_API_MAX_ARGUMENTS_BYTES
+        )
+    except jsonsafe.Refused as error:
+        where = "" if error.field == "arguments" else f"{error.field}: "
+        raise forms.ValidationError(f"{where}{capfirst(str(error))}") from None
+    if not isinstance(value, dict):
+        raise forms.ValidationError("The arguments must be a JSON object.")
+    return value
+
+
+class EditForm(forms.Form):
+    """The first step of an edit: the arguments as the reviewer changed them, checked
+    as a proposal of the operation's action would be, on the arguments they started
+    from. Nothing is decided: the page then shows what the edit would change, and the
+    reviewer approves that (a ``DecisionForm`` of kind edit)."""
+
+    arguments_hash = forms.CharField(widget=forms.HiddenInput)
+    arguments = forms.CharField(
+        label="Arguments (JSON)",
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false", "class": "code"}),
+    )
+
+    def __init__(self, *args, operation: Operation, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.operation = operation
+
+    def clean_arguments(self) -> dict:
+        value = edited_arguments(self.cleaned_data["arguments"])
+        try:
+            check_proposal(self.operation.action, value, self.operation.rollback_kind)
+        except InvalidInput as error:
+            raise forms.ValidationError(str(error).split("; ")) from None
+        return value
+
+    def clean(self):
+        data = super().clean()
+        operation = self.operation
+        if operation.status != Operation.Status.PROPOSED:
+            raise forms.ValidationError(
+                f"Operation {operation.pk} is {operation.get_status_display()}; "
+                "it no longer awaits a decision."
+            )
+        if data.get("arguments_hash") != operation.arguments_hash:
+            raise forms.ValidationError(
+                f"Operation {operation.pk} has other arguments than the ones you edited: "
+                "look again."
             )
         return data
 

@@ -10,6 +10,7 @@ urlpatterns = [
     path("approvals/", approvals.queue, name="approvals"),
     path("operations/<int:pk>/", operations.detail, name="operation"),
     path("operations/<int:pk>/decide/", operations.decide_view, name="operation-decide"),
+    path("operations/<int:pk>/edit/", operations.edit_view, name="operation-edit"),
     path("operations/<int:pk>/outcome/", operations.outcome, name="operation-outcome"),
     path("requests/<int:pk>/", requests.detail, name="request"),
     path("requests/<int:pk>/answer/", requests.answer_view, name="request-answer"),

@@ -1,7 +1,7 @@
 // Single-key shortcuts for reviewers (on unless turned off on the account page: WCAG
-// 2.1.4): on the queue, j focuses the next row; on an operation, a goes to Approve (its
-// typed confirmation first, if it has one: an irreversible call is never approved by a
-// key), r opens Reject with the focus in its reason, n opens the next operation waiting,
+// 2.1.4): on the queue, j focuses the next row; on an operation, a goes to Approve, or
+// to the approval of an edit once it is previewed (its typed confirmation first, if it
+// has one: an irreversible call is never approved by a key), r opens Reject with the focus in its reason, n opens the next operation waiting,
 // q goes back to the queue. Never inside a field, never with a modifier key.
 (function () {
   "use strict";
@@ -20,7 +20,7 @@
   const keys = {
     j: nextRow,
     a: function () {
-      const form = document.querySelector("form.decision-approve");
+      const form = document.querySelector("form.decision-approve, form.decision-edit");
       return form && (form.querySelector("input[name=confirm]") || form.querySelector("button"));
     },
     r: function () {

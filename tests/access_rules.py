@@ -125,6 +125,9 @@ PAGES: dict[str, Page] = {
     "operations/<int:pk>/decide/": Page(
         WRONG_METHOD, post=in_a(400, 403, 403), params=OPERATION, data={"kind": "approve"}
     ),
+    # An edit's preview records nothing, but only those who decide may ask for it; an
+    # empty form is refused (400) once the decide permission let it through.
+    "operations/<int:pk>/edit/": Page(WRONG_METHOD, post=in_a(400, 403, 403), params=OPERATION),
     "operations/<int:pk>/outcome/": Page(READ, params=OPERATION),
     "requests/<int:pk>/": Page(READ, params=REQUEST),
     # No version: the form is refused (400) once the decide permission let it through.

@@ -93,13 +93,29 @@ def page_of(op: Operation) -> str:
 
 def post_decision(client: Client, op: Operation, kind: str = "approve", **fields):
     """Submit a decision form as the page renders it: bound to the arguments and the
-    preview of the effect shown."""
+    preview of the effect shown (for an edit, the preview of the edit, which the page
+    shows before the edit is approved)."""
     op.refresh_from_db()
-    data = {"kind": kind, "arguments_hash": op.arguments_hash, **shown(client, op), **fields}
+    if kind == Decision.Kind.EDIT:
+        seen = previewed(client, op, fields.get("arguments", ""))
+    else:
+        seen = shown(client, op)
+    data = {"kind": kind, "arguments_hash": op.arguments_hash, **seen, **fields}
     return client.post(f"/operations/{op.pk}/decide/", data)
 
 
 def shown(client: Client, op: Operation) -> dict:
     """The hash of the preview the operation's page shows, as its forms carry it."""
-    form = re.search(r'name="preview_hash" value="([0-9a-f]*)"', client.get(page_of(op)).text)
+    return _preview_hash_in(client.get(page_of(op)).text)
+
+
+def previewed(client: Client, op: Operation, arguments: str) -> dict:
+    """The hash of the preview of an edit, as the form that approves the edit carries
+    it once the edit is previewed."""
+    data = {"arguments_hash": op.arguments_hash, "arguments": arguments}
+    return _preview_hash_in(client.post(f"{page_of(op)}edit/", data).text)
+
+
+def _preview_hash_in(page: str) -> dict:
+    form = re.search(r'name="preview_hash" value="([0-9a-f]*)"', page)
     return {"preview_hash": form[1] if form else ""}

@@ -825,10 +825,12 @@ def test_every_audit_page_runs_the_same_6_queries_8_for_a_checkpoint(
 
 # --- Auditors change nothing -------------------------------------------------------------
 
-# Every route of the app that a POST may change something through, and every route that
-# only reads. A new route must be added to one of them (or to MINE) before this passes.
+# Every route of the app that a POST may change something through (or, like an edit's
+# preview, that only a decider may POST to), and every route that only reads. A new
+# route must be added to one of them (or to MINE) before this passes.
 WRITES = [
     "operation-decide",
+    "operation-edit",
     "request-answer",
     "run-cancel",
     "alert-acknowledge",
@@ -882,6 +884,7 @@ def targets(story, approved, propose, session, project) -> dict[str, tuple[str, 
     ref = versions(story, "report.txt")[0]
     kwargs = {
         "operation-decide": {"pk": pending.pk},
+        "operation-edit": {"pk": pending.pk},
         "request-answer": {"pk": asked.pk},
         "request": {"pk": asked.pk},
         "run-cancel": {"pk": waiting.pk},
@@ -903,6 +906,7 @@ def targets(story, approved, propose, session, project) -> dict[str, tuple[str, 
     }
     data = {
         "operation-decide": {"kind": "approve", "arguments_hash": pending.arguments_hash},
+        "operation-edit": {"arguments_hash": pending.arguments_hash, "arguments": "{}"},
         "request-answer": {"kind": "approve", "version": asked.version},
         "run-cancel": {"reason": "Stop it"},
         "alert-resolve": {"note": "Fixed by hand"},

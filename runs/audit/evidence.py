@@ -2,10 +2,11 @@
 that happened in the run and the means to check it.
 
 ``evidence.json`` has the run and its goal, every message with who wrote it, every
-proposal with what each reviewer was shown (the arguments and their hash) and decided,
-every execution (intent, result, verification, rollback), the alerts and who handled
-them, every checkpoint with its chain hashes, and the result of verifying the chain
-when the bundle was made. ``artifacts/<sha256>`` holds the bytes of every artifact version;
+proposal with what each reviewer was shown (the arguments and their hash, and the
+preview of the effect: of the edited arguments, for an edit) and decided, every
+execution (intent, result, verification, rollback), the alerts and who handled them,
+every checkpoint with its chain hashes, and the result of verifying the chain when the
+bundle was made. ``artifacts/<sha256>`` holds the bytes of every artifact version;
 ``missing_artifacts`` and ``altered_artifacts`` name any whose stored bytes are gone or
 no longer match their sha256 (the altered bytes are included as found).
 """
@@ -116,6 +117,8 @@ def _operation(op) -> dict:
         "proposed_at": _when(op.created_at),
         "decisions": [
             {
+                # As the decision's checkpoint names it: verification finds it there.
+                "id": d.pk,
                 "kind": d.kind,
                 "by": _username(d.reviewer) or f"policy:{d.policy}",
                 "shown_arguments_hash": d.arguments_hash,
@@ -183,8 +186,10 @@ def bundle(run: Run, *, user, now: datetime) -> tempfile.SpooledTemporaryFile:
 def bundle_problems(archive: zipfile.ZipFile) -> list[str]:
     """Everything wrong with a bundle, checked from its own content alone: each
     checkpoint hashes to its hash and links to the one before, the chain reaches the
-    run's version, and every artifact file holds the bytes its sha256 names. Needs no
-    database: a bundle kept for years can be checked again."""
+    run's version, every artifact listed is the version the chain records, every
+    artifact file holds the bytes its sha256 names, and each decision's preview is the
+    one the chain records with that decision. Needs no database: a bundle kept for
+    years can be checked again."""
     content = json.loads(archive.read("evidence.json"))
     problems, previous_hash = [], GENESIS
     for seq, doc in enumerate(content["checkpoints"], start=1):
@@ -203,4 +208,49 @@ def bundle_problems(archive: zipfile.ZipFile) -> list[str]:
             problems.append(f"{item['name']}: {item['file']} is not in the bundle")
         elif sha256_hex(archive.read(item["file"])) != item["sha256"]:
             problems.append(f"{item['name']}: {item['file']} does not match its sha256")
+    return problems + _unchained_artifacts(content) + _unchained_previews(content)
+
+
+def _unchained_artifacts(content: dict) -> list[str]:
+    """The artifacts listed that are not the version the state of their checkpoint
+    records under their name: the list is not hashed, the checkpoints are, so a file
+    swapped for another (with its listing) shows here."""
+    states = {doc["seq"]: doc["state"] for doc in content["checkpoints"]}
+    problems = []
+    for item in content["artifacts"]:
+        recorded = states.get(item["checkpoint_seq"], {}).get("artifacts", {}).get(item["name"])
+        if recorded is None or recorded["sha256"] != item["sha256"]:
+            problems.append(
+                f"{item['name']}: checkpoint {item['checkpoint_seq']} records another "
+                f"version than {item['file']}"
+            )
+    return problems
+
+
+def _unchained_previews(content: dict) -> list[str]:
+    """The decisions whose preview (what their reviewer was shown) is not the one the
+    chain records with the decision, or is not in the bundle. A decision is found in the
+    chain by its id; in a bundle made before decisions carried one, among the
+    decisions on its operation."""
+    by_id, by_operation = {}, {}
+    for doc in content["checkpoints"]:
+        if decision := doc["state"].get("decision"):
+            by_id[decision.get("id")] = decision.get("preview_sha256")
+            by_operation.setdefault(doc["operation"], set()).add(decision.get("preview_sha256"))
+    listed = {item["sha256"] for item in content["artifacts"]}
+    problems = []
+    for operation in content["operations"]:
+        for decision in operation["decisions"]:
+            shown = decision["shown_preview_sha256"]
+            if not shown:
+                continue
+            if "id" in decision:
+                chained = {by_id.get(decision["id"])}
+            else:
+                chained = by_operation.get(operation["id"], set())
+            whose = f"operation {operation['id']}: the preview {decision['by']} was shown"
+            if shown not in chained:
+                problems.append(f"{whose} is not the one the chain records with the decision")
+            elif shown not in listed:
+                problems.append(f"{whose} is not in the bundle")
     return problems

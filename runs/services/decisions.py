@@ -1,11 +1,12 @@
 """Deciding on proposals: approve, reject, reply, edit-and-approve; and expiry.
 
 Every decision is bound to the arguments hash the reviewer saw, and to the preview of
-the effect they were shown (kept with the decision's checkpoint). The rules, checked in
-one transaction under the run lock: the reviewer holds the decide permission in the
-project; does not own the run nor the agent token that proposed the operation; the run
-is open; the operation still awaits a decision and has not expired; a second approval
-comes from a different person.
+the effect they were shown (kept with the decision's checkpoint); an edit, to the
+preview of the edited arguments, which its reviewer sees before approving them. The
+rules, checked in one transaction under the run lock: the reviewer holds the decide
+permission in the project; does not own the run nor the agent token that proposed the
+operation; the run is open; the operation still awaits a decision and has not expired;
+a second approval comes from a different person.
 """
 
 from datetime import datetime
@@ -45,7 +46,8 @@ def decide(
     ``comment`` is the reason for a rejection, the reply the agent reads for a reply,
     and optional otherwise; ``arguments`` are the edited arguments for an edit;
     ``preview_hash`` is the hash of the effect's preview they were shown ("" for none;
-    None when deciding without a page, e.g. a script).
+    None when deciding without a page, e.g. a script): for an edit, the preview of the
+    edited arguments.
     """
     if kind not in Decision.Kind.values:
         raise InvalidInput(f"kind: one of {', '.join(Decision.Kind.values)}")
@@ -59,8 +61,11 @@ def decide(
     now = now or db_now()
     if expire_if_due(operation, now):
         raise OperationExpired(f"operation {operation.pk} expired before this decision")
-    # Read from the target before the run is locked (a preview may take a while).
-    shown = None if preview_hash is None else (preview_of(operation), preview_hash)
+    # Read from the target before the run is locked (a preview may take a while). An
+    # edit is bound to the effect of the arguments it approves, as its reviewer was
+    # shown it before approving: that is the preview kept with the decision.
+    previewed = arguments if kind == Decision.Kind.EDIT else None
+    shown = None if preview_hash is None else (preview_of(operation, previewed), preview_hash)
     return _record_decision(
         operation, reviewer, kind, arguments_hash, comment, arguments, shown, now
     )

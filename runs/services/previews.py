@@ -17,19 +17,20 @@ log = logging.getLogger(__name__)
 MEDIA_TYPE = "application/vnd.oversight.preview+json"
 
 
-def preview_of(operation: Operation) -> dict | None:
-    """What ``operation`` would change, read from its live target now (None: the action
-    has no preview, or is not Oversight's: the arguments say it all). A preview that
-    cannot be made says why instead: it never breaks the page."""
+def preview_of(operation: Operation, arguments: dict | None = None) -> dict | None:
+    """What ``operation`` would change with ``arguments`` (by default its own), read from
+    its live target now (None: the action has no preview, or is not Oversight's: the
+    arguments say it all). A reviewer's edit is previewed with the edited arguments
+    before it is approved. A preview that cannot be made says why instead: it never
+    breaks the page."""
     action = get_action(operation.action)
     if action is None:
         return None
+    arguments = operation.arguments if arguments is None else arguments
     try:
-        shown = action.preview(parse_arguments(action, operation.arguments), Context(operation))
+        shown = action.preview(parse_arguments(action, arguments), Context(operation))
     except Exception as error:
-        with about(
-            run_id=operation.run_id, operation_id=operation.pk, arguments=operation.arguments
-        ):
+        with about(run_id=operation.run_id, operation_id=operation.pk, arguments=arguments):
             log.warning("operation %s: no preview: %r", operation.pk, error)
         return {"kind": "unavailable", "why": plain_reason(error)}
     return shown.as_json() if shown is not None else None

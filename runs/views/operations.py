@@ -1,6 +1,7 @@
 import difflib
 import json
 
+from django import forms
 from django.contrib import messages
 from django.db.models import Exists, OuterRef
 from django.http import HttpRequest, HttpResponse
@@ -10,7 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 from runs import queue as waiting
 from runs.actions.registry import get_action, parse_arguments
 from runs.errors import InvalidInput, OversightError
-from runs.forms import DecisionForm
+from runs.forms import DecisionForm, EditForm
 from runs.models import Decision, Operation
 from runs.paused_lanes import PausedLane, paused_lanes
 from runs.permissions import has_project_perm
@@ -21,6 +22,7 @@ from runs.views.access import load_operation
 
 RECENT_MESSAGES = 10
 DECISION_KINDS = [kind for kind, _ in Decision.Kind.choices]
+EDITOR_ID = "editor-%s"  # The edit's first step, on a page with the approval of the edit.
 # A worker still has these to carry out on the target (the effect, its verification,
 # or the rollback after a failed one), so a pause of its lane holds them up.
 HELD_BY_A_PAUSE = {
@@ -69,7 +71,28 @@ def decide_view(request: HttpRequest, pk: int) -> HttpResponse:
             decided = f"Operation {operation.pk} ({operation.action}): {done}"
             messages.success(request, f"{decided} This one waits for you next.")
             return redirect("operation", pk=following.pk)
-    return _render(request, operation, bound=form, status=400)
+    edit = (
+        _edit_in(request.POST, operation) if form.data.get("kind") == Decision.Kind.EDIT else None
+    )
+    return _render(request, operation, bound=form, status=400, edit=edit)
+
+
+@require_POST
+def edit_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """An edit's first step: the page with the effect of the edited arguments, read
+    from the target now, and the form that approves exactly those arguments, bound to
+    that preview (what the decision keeps). Nothing is recorded here; an edit the
+    action refuses is shown again with the reason."""
+    operation = load_operation(request.user, pk, "decide_operation")
+    edit = EditForm(request.POST, operation=operation, auto_id=EDITOR_ID)
+    return _render(request, operation, status=200 if edit.is_valid() else 400, edit=edit)
+
+
+def _edit_in(data, operation: Operation) -> EditForm:
+    """The edit a refused approval carried, checked again against the operation as it
+    is now: previewed anew if it still holds, shown with its reason if not."""
+    fields = {"arguments": data.get("arguments", ""), "arguments_hash": operation.arguments_hash}
+    return EditForm(fields, operation=operation, auto_id=EDITOR_ID)
 
 
 def next_waiting(reviewer, besides: int | None = None) -> Operation | None:
@@ -138,9 +161,22 @@ def _panel_version(operation: Operation, paused: PausedLane | None) -> str:
     return f"{operation.version}-{paused.retry_at.timestamp():.0f}"
 
 
-def _render(request, operation: Operation, bound: DecisionForm | None = None, status: int = 200):
+def _render(
+    request,
+    operation: Operation,
+    bound: DecisionForm | None = None,
+    status: int = 200,
+    edit: EditForm | None = None,
+):
+    """The operation's page; ``bound`` is a decision refused, ``edit`` an edit to
+    preview (valid) or refused (not)."""
     run = operation.run
-    preview, seen_by = _preview(operation)
+    edited = edit.cleaned_data["arguments"] if edit is not None and edit.is_valid() else None
+    if edited is None:
+        preview, seen_by = _preview(operation)
+    else:  # What the reviewer approves next, if they do.
+        preview, seen_by = preview_of(operation, edited), None
+    bound_kind, bound_errors = _refusal(bound, None if edited is not None else edit)
     decisions = list(operation.decisions.select_related("reviewer"))
     approvers = list(operation.decisions.counted_approvals().select_related("reviewer"))
     approval_rule, risk_raised_by = explain(operation)
@@ -164,12 +200,25 @@ def _render(request, operation: Operation, bound: DecisionForm | None = None, st
         "can_decide": has_project_perm(request.user, operation.project, "decide_operation"),
         "own_interest": own_interest(operation, request.user),
         "already_approved": any(d.reviewer_id == request.user.pk for d in approvers),
-        "forms": _forms(operation, bound, preview_hash(preview) if not seen_by else ""),
+        "forms": _forms(operation, bound, preview_hash(preview) if not seen_by else "", edit),
+        "editing": edited is not None,
+        "editor": _editor(operation, edit) if edited is not None else None,
+        "edit_diff": _diff(operation.arguments, edited) if edited is not None else [],
         "next_operation": next_waiting(request.user, besides=operation.pk),
-        "bound_kind": bound.data.get("kind") if bound else None,
-        "bound_errors": bound.non_field_errors() if bound else [],
+        "bound_kind": bound_kind,
+        "bound_errors": bound_errors,
     }
     return render(request, "runs/operation.html", context, status=status)
+
+
+def _refusal(bound: DecisionForm | None, edit: EditForm | None) -> tuple[str | None, list]:
+    """Which form was refused (its kind), and why if not for one field: the decision's,
+    or else the edit's."""
+    if bound is not None:
+        return bound.data.get("kind"), bound.non_field_errors()
+    if edit is not None:
+        return Decision.Kind.EDIT, edit.non_field_errors()
+    return None, []
 
 
 def _preview(operation: Operation) -> tuple[dict | None, Decision | None]:
@@ -183,21 +232,60 @@ def _preview(operation: Operation) -> tuple[dict | None, Decision | None]:
     return stored_preview(decision.preview_sha256), decision
 
 
-def _forms(operation: Operation, bound: DecisionForm | None, shown: str) -> dict[str, DecisionForm]:
+def _forms(
+    operation: Operation, bound: DecisionForm | None, shown: str, edit: EditForm | None
+) -> dict[str, forms.Form]:
     """One form per kind of decision, each bound to the arguments and the preview
     (``shown``, its hash) on the page; a form refused is shown again with what the
-    reviewer wrote, bound to what the page shows now."""
-    forms = {}
+    reviewer wrote, bound to what the page shows now. An edit is previewed before it
+    is approved: its form here is the editor, or, once previewed, the approval of the
+    edited arguments alone."""
+    if edit is not None and edit.is_valid():
+        return {Decision.Kind.EDIT: _approve_edit(operation, edit, bound, shown)}
+    found = {}
     for kind in DECISION_KINDS:
         initial = {"kind": kind, "arguments_hash": operation.arguments_hash, "preview_hash": shown}
-        if kind == Decision.Kind.EDIT:
-            initial["arguments"] = pretty_json(operation.arguments)
-        forms[kind] = DecisionForm(initial=initial, operation=operation, auto_id=_auto_id(kind))
-    if bound is not None and bound.data.get("kind") in forms:
+        found[kind] = DecisionForm(initial=initial, operation=operation, auto_id=_auto_id(kind))
+    found[Decision.Kind.EDIT] = _editor(operation, edit)
+    if bound is not None and bound.data.get("kind") in found.keys() - {Decision.Kind.EDIT}:
         bound.data = bound.data.copy()
         bound.data["preview_hash"] = shown
-        forms[bound.data["kind"]] = bound
-    return forms
+        found[bound.data["kind"]] = bound
+    return found
+
+
+def _editor(operation: Operation, edit: EditForm | None = None) -> EditForm:
+    """The form that previews an edit: the reviewer's text as they sent it, bound to the
+    arguments the page shows now, or the operation's arguments to start from."""
+    if edit is None:
+        initial = {
+            "arguments_hash": operation.arguments_hash,
+            "arguments": pretty_json(operation.arguments),
+        }
+        return EditForm(initial=initial, operation=operation, auto_id=EDITOR_ID)
+    edit.data = edit.data.copy()
+    edit.data["arguments_hash"] = operation.arguments_hash
+    return edit
+
+
+def _approve_edit(
+    operation: Operation, edit: EditForm, bound: DecisionForm | None, shown: str
+) -> DecisionForm:
+    """The approval of the edited arguments, bound to the preview of their effect
+    (``shown``) and to the arguments the edit's diff is shown against, the current
+    ones; a refused one is shown again, bound to what the page shows now."""
+    if bound is not None and bound.data.get("kind") == Decision.Kind.EDIT:
+        bound.data = bound.data.copy()
+        bound.data["arguments_hash"] = operation.arguments_hash
+        bound.data["preview_hash"] = shown
+        return bound
+    initial = {
+        "kind": Decision.Kind.EDIT,
+        "arguments_hash": operation.arguments_hash,
+        "preview_hash": shown,
+        "arguments": pretty_json(edit.cleaned_data["arguments"]),
+    }
+    return DecisionForm(initial=initial, operation=operation, auto_id=_auto_id(Decision.Kind.EDIT))
 
 
 FOLD_CHARS = 240
@@ -217,7 +305,7 @@ def _folded(arguments: dict) -> list[dict]:
 
 
 def _auto_id(kind: str | None) -> str:
-    """Four forms share one page: each gets its own element ids."""
+    """Several forms share one page: each gets its own element ids."""
     return f"{kind if kind in DECISION_KINDS else 'decision'}-%s"
 
 

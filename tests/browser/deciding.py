@@ -27,16 +27,18 @@ def reject(page: Page, reason: str) -> None:
 
 
 def edit(page: Page, arguments: dict, comment: str, shown: dict | None = None) -> None:
-    """Edit the arguments (the editor first shows ``shown``, if given) and approve."""
+    """Edit the arguments (the editor first shows ``shown``, if given), preview the edit
+    and approve it."""
     page.locator("details.more summary", has_text="Edit and approve").click()
-    form = page.locator("form.decision-edit")
-    editor = form.get_by_label("Arguments (JSON)")
+    editor = page.locator("form.editor").get_by_label("Arguments (JSON)")
     if shown is not None:
         assert json.loads(editor.input_value()) == shown
     editor.fill(json.dumps(arguments, indent=2))
+    page.get_by_role("button", name="Preview the edit").click()
+    form = page.locator("form.decision-edit")
     form.get_by_label("Comment (optional)").fill(comment)
     form.get_by_label(CONFIRM).fill("invoices.pay")
-    form.get_by_role("button", name="Save edits and approve").click()
+    form.get_by_role("button", name="Approve the edited arguments").click()
     expect(page.locator(".messages")).to_contain_text("Approved; the agent carries it out now.")
 
 

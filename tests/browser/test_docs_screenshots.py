@@ -192,20 +192,25 @@ def test_reviewer_sees_the_queue_and_approves_an_operation_on_its_preview(page, 
 
 
 def test_reviewer_edits_an_email_before_approving_it(page, demo):
-    """Reviewers' guide: Edit and approve, on an email that cannot be undone."""
+    """Reviewers' guide: Edit and approve, on an email that cannot be undone: the edit
+    previewed, then approved."""
     email = Operation.objects.get(call_id="announce-maintenance")
     as_demo_user(page, "reviewer")
     nav(page, "Approvals").click()
     page.get_by_role("link", name="email.send").click()
     page.locator("details.more summary", has_text="Edit and approve").click()
-    edit = page.locator("form.decision-edit")
     edited = {**email.arguments, "body": f"{email.arguments['body']} {SIGNATURE}"}
-    edit.get_by_label("Arguments (JSON)").fill(json.dumps(edited, indent=2, sort_keys=True))
+    page.locator("form.editor").get_by_label("Arguments (JSON)").fill(
+        json.dumps(edited, indent=2, sort_keys=True)
+    )
+    page.get_by_role("button", name="Preview the edit").click()
+    expect(page.get_by_label("The message's body")).to_contain_text(SIGNATURE)
+    edit = page.locator("form.decision-edit")
     edit.get_by_label("Comment (optional)").fill("Customers need a way to ask.")
     edit.get_by_label("This cannot be undone. Type email.send to confirm").fill("email.send")
     save(page, "edit", part=page.locator("#decision"))
 
-    edit.get_by_role("button", name="Save edits and approve").click()
+    edit.get_by_role("button", name="Approve the edited arguments").click()
     expect(page.locator(".messages")).to_contain_text("Approved; a worker carries it out now.")
     page.goto(f"/operations/{email.pk}/")
     expect(page.locator("#outcome .status")).to_have_text("Approved")

@@ -11,7 +11,8 @@ class Command(BaseCommand):
     help = (
         "Check a run's evidence bundle (the zip from /audit/runs/<id>/) from its own "
         "content, without the database: every checkpoint hash and link, the chain's "
-        "length, every artifact's bytes. Exit 1 naming what does not hold."
+        "length, every artifact's bytes and version, each decision's preview. Exit 1 "
+        "naming what does not hold."
     )
     requires_system_checks = []
 
