@@ -19,7 +19,9 @@ from tests.conftest import AGENT, http_arguments
 from tests.helpers import decide_on, page_of, post_decision, shown, stored
 from tests.test_verify_evidence import rewrite, verify
 
-QUERIES = 14  # the next operation waiting for the reviewer, and its lane's pauses, included
+# The next and the previous operation waiting for the reviewer (each looked for after
+# it, then round from the other end: the keys, then the rows), its lane's pauses, included.
+QUERIES = 17
 
 
 def write(propose, path: str, content: str, expected: str | None, call_id: str = "w-1"):

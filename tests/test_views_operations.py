@@ -335,6 +335,36 @@ def test_after_a_decision_the_next_operation_waiting_for_the_reviewer_opens(
     assert response["Location"] == page_of(third)
 
 
+def test_next_walks_forward_through_the_queue_and_previous_back_going_round(
+    as_reviewer, reviewer, propose, op
+):
+    """Next and previous follow the queue's order (oldest first), skip what the
+    reviewer already approved, and go round past either end: from the oldest, next
+    does not come back to it (it used to go back and forth between the two oldest)."""
+    approved, second, third = propose("call-2"), propose("call-3"), propose("call-4")
+    decide_on(approved, reviewer)  # It waits for a second reviewer, not for this one.
+
+    def around(operation) -> tuple[int | None, int | None]:
+        page = as_reviewer.get(page_of(operation)).text
+        found = [
+            re.search(rf'id="{side}-operation" href="/operations/(\d+)/"', page)
+            for side in ("previous", "next")
+        ]
+        return tuple(int(match[1]) if match else None for match in found)
+
+    assert around(op) == (third.pk, second.pk)
+    assert around(second) == (op.pk, third.pk)
+    assert around(third) == (second.pk, op.pk)
+
+
+def test_after_a_decision_the_next_one_after_it_in_the_queue_opens(as_reviewer, propose, op):
+    second, third = propose("call-2"), propose("call-3")
+
+    response = post_decision(as_reviewer, second, "reject", comment="Not now.")
+
+    assert response["Location"] == page_of(third)  # Not the oldest, behind it.
+
+
 def test_the_next_operation_for_the_reviewer_may_wait_beyond_the_queues_first_rows(
     as_reviewer, reviewer, project, propose, op, monkeypatch
 ):

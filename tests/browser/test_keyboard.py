@@ -164,3 +164,21 @@ def test_when_the_focused_row_leaves_the_queue_the_next_one_takes_the_focus(
     expect(page.locator(f"#op-{first.pk}")).to_have_count(0)
     expect(page.locator(f"#op-{second.pk}-link")).to_be_focused()
     expect(page.locator("#queue-status")).to_have_text("1 removed, 1 item waiting")
+
+
+def test_n_and_k_walk_the_queue_forward_and_back(page, reviewer, propose):
+    """On the queue k focuses the row before (from none, the last); on an operation n
+    opens the next waiting in the queue's order and k the one before, round past
+    either end: n from the oldest never comes back to it."""
+    first, second, third = propose("call-1"), propose("call-2"), propose("call-3")
+    sign_in(page, reviewer)
+    page.goto("/approvals/")
+    page.keyboard.press("k")
+    expect(page.locator(f"#op-{third.pk}-link")).to_be_focused()
+    page.keyboard.press("k")
+    expect(page.locator(f"#op-{second.pk}-link")).to_be_focused()
+
+    page.goto(f"/operations/{first.pk}/")
+    for key, then in [("n", second), ("n", third), ("n", first), ("k", third), ("k", second)]:
+        page.keyboard.press(key)
+        expect(page).to_have_url(re.compile(rf"/operations/{then.pk}/$"))
