@@ -62,7 +62,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
         """Begin, looking again every half millisecond while another transaction writes
         (a claim in hand: the next ones give way) rather than in SQLite's growing sleeps
         (up to 100 ms), during which the database would stand idle."""
-        deadline = time.monotonic() + self.settings_dict["OPTIONS"].get("timeout", 5)
+        timeout = self.settings_dict["OPTIONS"].get("timeout", 5)
+        deadline = time.monotonic() + timeout
         self.connection.execute("PRAGMA busy_timeout = 0")
         try:
             while True:
@@ -73,7 +74,6 @@ class DatabaseWrapper(base.DatabaseWrapper):
                         raise
                 time.sleep(LOOK_EVERY_SECONDS)
         finally:
-            timeout = self.settings_dict["OPTIONS"].get("timeout", 5)
             self.connection.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
 
     def _commit(self):

@@ -107,14 +107,10 @@ def next_waiting(
     pending = waiting.pending_for(reviewer)
     if after is None:
         return _first_theirs(pending, reviewer, back)
-    if back:
-        beyond = Q(created_at__lt=after.created_at) | Q(
-            created_at=after.created_at, pk__lt=after.pk
-        )
-    else:
-        beyond = Q(created_at__gt=after.created_at) | Q(
-            created_at=after.created_at, pk__gt=after.pk
-        )
+    side = "lt" if back else "gt"
+    beyond = Q(**{f"created_at__{side}": after.created_at}) | Q(
+        created_at=after.created_at, **{f"pk__{side}": after.pk}
+    )
     return _first_theirs(pending.filter(beyond), reviewer, back) or _first_theirs(
         pending.exclude(pk=after.pk), reviewer, back
     )
