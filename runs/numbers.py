@@ -1,7 +1,13 @@
 """A project's numbers over the last days, for its admins: how long the queue is and
-how long its oldest has waited at the end of each day, how long a decision takes (p50,
-p95), who decides, how often reviewers reject or edit, and which actions fail their
-verification or raise alerts. A fixed number of queries, whatever the project's size."""
+how long its oldest has waited at the end of each day, how long a person takes to decide
+(p50, p95), who decides, how often reviewers reject or edit, and which actions fail
+their verification or raise alerts. A fixed number of queries, whatever the project's
+size.
+
+Only people's decisions count as decisions here: a policy approves in the instant of
+the proposal and is no reviewer, so counted among them its auto-approvals made the
+median time to decision a fraction of a millisecond and put the policy at the head of
+"who decides". What policies approved is counted apart (``by_policy``)."""
 
 import math
 from collections import Counter
@@ -21,17 +27,18 @@ FAILED_VERIFICATION = ("rolled_back", "compensated", "alerted")
 class Day:
     day: date
     waiting: int  # operations proposed and not yet decided at the end of the day
-    oldest_hours: float  # how long the oldest of them had waited, in hours
-    decided: int  # first decisions made that day
-    p50_minutes: float | None  # time from proposal to first decision, that day
-    p95_minutes: float | None
+    oldest_seconds: float | None  # how long the oldest of them had waited (None: none)
+    decided: int  # operations a person decided first that day
+    p50_seconds: float | None  # time from proposal to a person's first decision, that day
+    p95_seconds: float | None
 
 
 @dataclass(frozen=True)
 class Numbers:
     days: list[Day]
-    deciders: list[tuple[str, int]]  # who decided (a person, or policy:<name>), how often
-    kinds: dict[str, int]  # decisions by kind: approve, edit, reject, reply
+    deciders: list[tuple[str, int]]  # the people who decided, how often
+    kinds: dict[str, int]  # people's decisions by kind: approve, edit, reject, reply
+    by_policy: int  # operations approved by a policy, with no one deciding
     actions: list[tuple[str, int, int, int]]  # action: operations, failed verification, alerts
 
     @property
@@ -57,17 +64,41 @@ def numbers_of(project: Project, days: int = DAYS, now: datetime | None = None) 
     first = today - timedelta(days=days - 1)
     start = timezone.make_aware(datetime.combine(first, time.min))
     decisions = Decision.objects.filter(operation__project=project, created_at__gte=start)
+    # One query for people and policies alike; a policy's rows have no reviewer.
+    deciders = list(
+        decisions.values_list("reviewer__username")
+        .annotate(n=Count("pk"))
+        .order_by("-n", "reviewer__username")
+    )
     return Numbers(
         days=_days(project, first, today, start, now),
-        deciders=[
-            (reviewer or f"policy:{policy}", n)
-            for reviewer, policy, n in decisions.values_list("reviewer__username", "policy")
+        deciders=[(reviewer, n) for reviewer, n in deciders if reviewer is not None],
+        kinds=dict(
+            decisions.filter(reviewer__isnull=False)
+            .values_list("kind")
             .annotate(n=Count("pk"))
-            .order_by("-n", "reviewer__username", "policy")
-        ],
-        kinds=dict(decisions.values_list("kind").annotate(n=Count("pk")).order_by()),
+            .order_by()
+        ),
+        by_policy=sum(n for reviewer, n in deciders if reviewer is None),
         actions=_actions(project, start),
     )
+
+
+def plain_duration(seconds: float | None) -> str:
+    """A duration as people say it, to the second and in its two largest units: "under
+    1 s", "42 s", "4 min 10 s", "2 h 5 min", "1 d 2 h"; "—" for none. Whole units, cut
+    rather than rounded: a wait shown as "1 min" has lasted a minute."""
+    if seconds is None:
+        return "—"
+    if seconds < 1:
+        return "under 1 s"
+    left = int(seconds)
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        if left >= size or parts:
+            parts.append((left // size, unit))
+            left %= size
+    return " ".join(f"{n} {unit}" for n, unit in parts[:2] if n)
 
 
 def _days(project: Project, first: date, today: date, start: datetime, now: datetime) -> list[Day]:
@@ -86,7 +117,7 @@ def _days(project: Project, first: date, today: date, start: datetime, now: date
         .values_list("created_at", "left")
     )
     first_decisions = (
-        Decision.objects.filter(operation__project=project)
+        Decision.objects.filter(operation__project=project, reviewer__isnull=False)
         .values("operation_id", "operation__created_at")
         .annotate(at=Min("created_at"))
         .filter(at__gte=start)
@@ -94,17 +125,17 @@ def _days(project: Project, first: date, today: date, start: datetime, now: date
     )
     waits: dict[date, list[float]] = {}
     for proposed, decided in first_decisions:
-        minutes = (decided - proposed).total_seconds() / 60
-        waits.setdefault(timezone.localdate(decided), []).append(minutes)
+        seconds = (decided - proposed).total_seconds()
+        waits.setdefault(timezone.localdate(decided), []).append(seconds)
     shown = []
     for offset in range((today - first).days + 1):
         day = first + timedelta(days=offset)
         end = min(timezone.make_aware(datetime.combine(day, time.max)), now)
         waiting = [p for p, left in spans if p <= end and (left is None or left > end)]
-        oldest = max(((end - p).total_seconds() / 3600 for p in waiting), default=0.0)
-        minutes = sorted(waits.get(day, []))
+        oldest = max(((end - p).total_seconds() for p in waiting), default=None)
+        seconds = sorted(waits.get(day, []))
         shown.append(
-            Day(day, len(waiting), oldest, len(minutes), _pct(minutes, 50), _pct(minutes, 95))
+            Day(day, len(waiting), oldest, len(seconds), _pct(seconds, 50), _pct(seconds, 95))
         )
     return shown
 

@@ -20,7 +20,7 @@ def api_status(client, plain: str) -> int:
 
 
 def created_token(response) -> str:
-    return re.search(r'<pre class="code" id="new-token">(ovs_[^<]+)</pre>', response.text).group(1)
+    return re.search(r'id="new-token" class="code" value="(ovs_[^"]+)"', response.text).group(1)
 
 
 def test_admin_creates_a_token_shown_once_that_the_api_accepts(client, admin_user, project):
@@ -45,6 +45,24 @@ def test_revoked_token_gets_401(client, admin_user, project):
     assert response.status_code == 302
     assert api_status(client, plain) == 401
     assert "Revoked" in client.get(tokens_url(project)).text
+
+
+def missing_descriptions(page: str) -> set[str]:
+    """The ids that an aria-describedby names and the page does not have."""
+    named = {i for ids in re.findall(r'aria-describedby="([^"]*)"', page) for i in ids.split()}
+    return named - set(re.findall(r' id="([^"]+)"', page))
+
+
+def test_the_form_s_descriptions_are_on_the_page_with_or_without_errors(
+    client, admin_user, project
+):
+    client.force_login(admin_user)
+    client.post(tokens_url(project), {"name": "planner"})
+    blank = client.get(tokens_url(project)).text
+    refused = client.post(tokens_url(project), {"name": "planner", "owner": "nobody"}).text
+    assert 'aria-describedby="id_name_helptext"' in blank
+    assert 'aria-describedby="id_owner_helptext id_owner_error"' in refused
+    assert missing_descriptions(blank) == missing_descriptions(refused) == set()
 
 
 def test_duplicate_name_and_unknown_owner_are_form_errors(client, admin_user, project):

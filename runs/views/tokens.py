@@ -37,6 +37,8 @@ def token_list(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_POST
 def token_revoke(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    """Revokes at once: the question comes before, on the tokens page (this form is in
+    each row's Revoke disclosure, behind its consequence). A revoked token stays so."""
     project = load_project(request.user, slug, "manage_project")
     token = get_object_or_404(AgentToken, pk=pk, project=project)
     token.revoke()

@@ -347,7 +347,7 @@ def test_admin_issues_an_agent_token(page, demo):
     expect(page.get_by_role("heading", name="Copy the new token now")).to_be_visible()
     expect(page.get_by_role("row").filter(has_text="deploy-bot")).to_contain_text("Active")
     save(page, "tokens")
-    assert AgentToken.authenticate(page.locator("#new-token").inner_text()).name == "deploy-bot"
+    assert AgentToken.authenticate(page.locator("#new-token").input_value()).name == "deploy-bot"
 
 
 def raise_an_alert(project: Project, target) -> Alert:
