@@ -68,6 +68,8 @@ def exists(database: psycopg.Connection, index: str) -> bool:
          ["operation_queue_idx"], []),
         ("0017_operation_queue_index", "0018_worker_indexes", "runs_operation",
          ["operation_approval_due_idx", "operation_leased_idx"], ["operation_lease_idx"]),
+        ("0022_lanes", "0023_queue_version_indexes", "runs_operation",
+         ["operation_queue_version_idx", "request_queue_version_idx"], []),
     ],
 )  # fmt: skip
 def test_an_index_is_built_while_the_table_takes_writes(before, migration, table, indexes, dropped):

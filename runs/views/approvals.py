@@ -18,8 +18,26 @@ from runs.services.decisions import own_interest
 EXPIRING_SOON = timedelta(hours=1)
 
 
-# An operation's fields the queue does not show: JSON decoded for nothing, row by row.
-_NOT_SHOWN = ("rationale", "proposed_arguments", "arguments", "intent", "result", "status_reason")
+# What a row shows, read and nothing else: a row is five models, and the fields it does
+# not show (JSON decoded, dates parsed one by one on SQLite) were most of reading them.
+_ROW = (
+    "created_at",
+    "expires_at",
+    "run__goal",
+    "run__session__agent",
+    "run__session__owner",
+    "run__session__token__name",
+    "project__name",
+)
+_OPERATION_ROW = (
+    *_ROW,
+    "risk",
+    "action",
+    "summary",
+    "required_approvals",
+    "proposed_by_token__owner",
+)
+_REQUEST_ROW = (*_ROW, "prompt", "choices", "answer_schema", "asked_by_token__owner")
 
 # How many approvals that count each queued operation has (its two-person progress).
 _approvals_counted = (
@@ -53,11 +71,13 @@ def queue(request: HttpRequest) -> HttpResponse:
     rows = (
         waiting.oldest(pending, page)
         .select_related("run__session__token", "project", "proposed_by_token")
-        .defer(*_NOT_SHOWN)
+        .only(*_OPERATION_ROW)
         .annotate(approvals=Coalesce(Subquery(_approvals_counted), 0))
     )
-    requests = waiting.oldest(asking, page).select_related(
-        "run__session__token", "project", "asked_by_token"
+    requests = (
+        waiting.oldest(asking, page)
+        .select_related("run__session__token", "project", "asked_by_token")
+        .only(*_REQUEST_ROW)
     )
     sla = timedelta(minutes=settings.OVERSIGHT_REVIEW_SLA_MINUTES)
     query = request.GET.copy()
