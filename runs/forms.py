@@ -3,6 +3,7 @@ preferences. They validate shape; the services enforce the rules and their refus
 are shown as form errors."""
 
 import zoneinfo
+from typing import Any
 
 from django import forms
 from django.conf import settings
@@ -14,8 +15,10 @@ from django.utils.text import capfirst
 
 from runs import jsonsafe
 from runs.actions.registry import check_proposal
+from runs.answer_fields import answer_fields
 from runs.errors import InvalidInput
 from runs.models import Decision, HumanRequest, Operation, Preferences, Project, Run
+from runs.services.requests import TEXT_ANSWER_CHARS, allowed_kinds
 
 IRREVERSIBLE = (Operation.RollbackKind.NONE, Operation.RollbackKind.OUT_OF_BAND)
 
@@ -132,42 +135,150 @@ class EditForm(forms.Form):
 
 
 class AnswerForm(forms.Form):
-    """A reviewer's answer to a human request: what it allows (``allowed_kinds``), the
-    data for a schema (JSON, or plain text when the schema asks for a string), the
-    choice for choices. The service checks the data against the schema. (The answer
-    is the field ``value``: a form's ``data`` is its bound input.)"""
+    """One way to answer a human request, named by ``using`` (a hidden input, so that
+    the page knows which of its forms came back); the subclasses add what the answer
+    holds. The service checks it (the kind fits the request, the choice is one of its
+    own, the data is valid against its schema) and its refusals come back as errors on
+    the field at fault (``field_of``). (The answer is ``answer()``: a form's ``data`` is
+    its bound input.)"""
 
+    using = ""
+    posts = ""  # The kind of answer it posts; by default the request's way to accept.
+    summary = ""  # Folded under this summary, when it is not the request's way to accept.
     kind = forms.ChoiceField(choices=HumanRequest.AnswerKind.choices, widget=forms.HiddenInput)
     version = forms.IntegerField(widget=forms.HiddenInput)
-    value = forms.CharField(required=False, strip=False, label="Your answer")
-    choice = forms.CharField(required=False, max_length=200, strip=False)
     comment = forms.CharField(
-        required=False, max_length=4000, widget=forms.Textarea(attrs={"rows": 2})
+        required=False,
+        max_length=4000,
+        label="Comment (optional)",
+        widget=forms.Textarea(attrs={"rows": 2}),
     )
 
     def __init__(self, *args, request: HumanRequest, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, auto_id=f"{self.using}-%s", **kwargs)
         self.request = request
-        if self.text_answer:
-            self.fields["value"].widget = forms.Textarea(attrs={"rows": 3})
-        else:
-            self.fields["value"].label = "Your answer (JSON)"
-            self.fields["value"].widget = forms.Textarea(
-                attrs={"rows": 8, "spellcheck": "false", "class": "code"}
-            )
+        self.fields["version"].initial = request.version
+        self.fields["kind"].initial = self.posts or allowed_kinds(request)[0]
 
-    @property
-    def text_answer(self) -> bool:
-        """The schema asks for a string: the reviewer types text, not JSON."""
-        schema = self.request.answer_schema
-        return isinstance(schema, dict) and schema.get("type") == "string"
+    def clean(self):
+        data = super().clean()
+        rejected = data.get("kind") == HumanRequest.AnswerKind.REJECT
+        if rejected and not data.get("comment") and "comment" not in self.errors:
+            self.add_error(self.field_of("comment:"), "Say why you reject it.")
+        return data
 
-    def clean_value(self):
-        if self.data.get("kind") != HumanRequest.AnswerKind.ANSWER:
-            return None
-        text = self.cleaned_data["value"]
+    def answer(self) -> Any:
+        """The answer's data as the service takes it: none, unless a subclass has one."""
+        return None
+
+    def field_of(self, problem: str) -> str | None:
+        """Where the service's ``problem`` belongs on the form; None: above it (a form
+        posted with a kind it does not offer has no field for it)."""
+        if problem.startswith("comment:") and "comment" in self.fields:
+            return "comment"
+        return None
+
+    def refuse(self, problem: str) -> None:
+        """Show the service's ``problem`` where it belongs."""
+        self.add_error(self.field_of(problem), problem)
+
+    def errors_above(self) -> list[str]:
+        """The errors of no field the reviewer sees: the form's own, and its hidden
+        fields' (a post that is not the page's)."""
+        hidden = [f"{f.name}: {error}" for f in self.hidden_fields() for error in f.errors]
+        return [*self.non_field_errors(), *hidden]
+
+    def focus_first_error(self) -> None:
+        """The page comes back with the focus on what to fix."""
+        for name, field in self.fields.items():
+            if name in self.errors and not field.widget.is_hidden:
+                field.widget.attrs["autofocus"] = True
+                return
+
+
+class SignOffForm(AnswerForm):
+    """A sign-off: Sign off or Reject, two buttons that post the kind; one comment box,
+    which a rejection needs as its reason."""
+
+    using = "sign_off"
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["comment"].label = "Comment (optional; the reason, if you reject)"
+
+
+class RejectForm(AnswerForm):
+    """Refusing what the request asks, with a reason the agent reads."""
+
+    using = "reject"
+    summary = "Reject"
+    posts = HumanRequest.AnswerKind.REJECT
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        comment = self.fields["comment"]
+        comment.label, comment.required = "Reason (required)", True
+        comment.error_messages["required"] = "Say why you reject it."
+
+
+class ChoiceForm(AnswerForm):
+    """A choice: one button per choice, each posting its own."""
+
+    using = "choose"
+    choice = forms.CharField(required=False, max_length=200, strip=False, widget=forms.HiddenInput)
+
+    def clean(self):
+        data = super().clean()
+        if data.get("kind") == HumanRequest.AnswerKind.CHOOSE and not data.get("choice"):
+            self.add_error(None, "Choose one of the options.")
+        return data
+
+    def answer(self) -> Any:
+        return self.cleaned_data["choice"]
+
+
+class BoxAnswerForm(AnswerForm):
+    """An answer typed in one box, ``value``: what the service finds wrong with the
+    data belongs there."""
+
+    def answer(self) -> Any:
+        return self.cleaned_data["value"]
+
+    def field_of(self, problem: str) -> str | None:
+        return "value" if problem.startswith("data") else super().field_of(problem)
+
+
+class TextAnswerForm(BoxAnswerForm):
+    """A question: the answer is the text the reviewer writes, nothing besides."""
+
+    using = "text"
+    value = forms.CharField(
+        max_length=TEXT_ANSWER_CHARS,
+        label="Your answer",
+        widget=forms.Textarea(attrs={"rows": 4}),
+        error_messages={"required": "Write your answer."},
+    )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        del self.fields["comment"]
+
+
+class JsonAnswerForm(BoxAnswerForm):
+    """Data typed as JSON: the way to answer a schema that fields cannot draw."""
+
+    using = "json"
+    field_order = ["value"]
+    value = forms.CharField(
+        strip=False,
+        label="Your answer (JSON)",
+        widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false", "class": "code"}),
+        error_messages={"required": "Write the answer as JSON."},
+    )
+
+    def clean_value(self) -> Any:
         try:
-            value = text if self.text_answer else jsonsafe.parse(text or "", field="value")
+            value = jsonsafe.parse(self.cleaned_data["value"], field="value")
             jsonsafe.check_json(
                 "value", value, max_bytes=settings.OVERSIGHT_API_MAX_ARGUMENTS_BYTES
             )
@@ -175,20 +286,93 @@ class AnswerForm(forms.Form):
             raise forms.ValidationError(capfirst(str(error))) from None
         return value
 
+
+class JsonAlternativeForm(JsonAnswerForm):
+    """The same, folded beside the fields drawn from the schema."""
+
+    summary = "Answer in JSON instead"
+
+
+class FieldsAnswerForm(AnswerForm):
+    """Data in fields drawn from the request's JSON Schema (``runs.answer_fields``); a
+    field left empty is left out of the data."""
+
+    using = "fields"
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.drawn = answer_fields(self.request.answer_schema, self.request.property_order) or []
+        for index, drawn in enumerate(self.drawn):
+            self.fields[f"field_{index}"] = drawn.field
+        self.order_fields([*self.fields_by_property, "comment"])
+
+    @property
+    def intro(self) -> str:
+        """The schema's description of the whole object (a value alone has it as help)."""
+        described = self.request.answer_schema.get("description")
+        alone = self.drawn[0].name is None
+        return described if isinstance(described, str) and not alone else ""
+
+    @property
+    def fields_by_property(self) -> dict[str, str | None]:
+        return {f"field_{index}": drawn.name for index, drawn in enumerate(self.drawn)}
+
     def clean(self):
         data = super().clean()
-        kind = data.get("kind")
-        if kind == HumanRequest.AnswerKind.REJECT and not data.get("comment", "").strip():
-            self.add_error("comment", "Say why you reject it.")
-        if kind == HumanRequest.AnswerKind.CHOOSE and not data.get("choice"):
-            self.add_error(None, "Choose one of the options.")
+        if data.get("kind") == HumanRequest.AnswerKind.ANSWER and not self.errors:
+            try:
+                jsonsafe.check_json(
+                    "data", self.answer(), max_bytes=settings.OVERSIGHT_API_MAX_ARGUMENTS_BYTES
+                )
+            except jsonsafe.Refused as error:
+                raise forms.ValidationError(capfirst(str(error))) from None
         return data
 
-    def answer(self):
-        """The answer's data as the service takes it: the choice, or the data."""
-        if self.cleaned_data["kind"] == HumanRequest.AnswerKind.CHOOSE:
-            return self.cleaned_data["choice"]
-        return self.cleaned_data.get("value")
+    def answer(self) -> Any:
+        values = {name: self.cleaned_data.get(name) for name in self.fields_by_property}
+        if len(self.drawn) == 1 and self.drawn[0].name is None:
+            return values["field_0"]
+        named = self.fields_by_property
+        return {named[name]: value for name, value in values.items() if value not in (None, "")}
+
+    def refuse(self, problem: str) -> None:
+        """On a field drawn from the schema, the problem without its path: the field
+        says where."""
+        field = self.field_of(problem)
+        said = problem.partition(": ")[2] if field in self.fields_by_property else problem
+        self.add_error(field, capfirst(said))
+
+    def field_of(self, problem: str) -> str | None:
+        """``data.budget: …`` belongs to the budget's field; ``data: …`` to the one
+        field of a value alone, else above the form."""
+        path, _, _ = problem.partition(":")
+        for name, prop in self.fields_by_property.items():
+            alone = prop is None and path == "data"
+            if alone or (prop is not None and path.split(".")[:2] == ["data", prop]):
+                return name
+        return super().field_of(problem)
+
+
+def answer_forms(request: HumanRequest) -> list[type[AnswerForm]]:
+    """The ways to answer ``request``, its way to accept first."""
+    Kind = HumanRequest.Kind
+    if request.kind == Kind.SIGN_OFF:
+        return [SignOffForm]
+    if request.kind == Kind.QUESTION:
+        return [TextAnswerForm, RejectForm]
+    if request.kind == Kind.CHOICE:
+        return [ChoiceForm, RejectForm]
+    if answer_fields(request.answer_schema) is None:
+        return [JsonAnswerForm, RejectForm]
+    return [FieldsAnswerForm, JsonAlternativeForm, RejectForm]
+
+
+def posted_answer(request: HumanRequest, data) -> AnswerForm:
+    """The form ``data`` came from (its ``using``): one of the request's, else its way
+    to accept, whose service then refuses a kind that does not fit."""
+    forms_of = answer_forms(request)
+    form = next((form for form in forms_of if form.using == data.get("using")), forms_of[0])
+    return form(data, request=request)
 
 
 class ReasonForm(forms.Form):

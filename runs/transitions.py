@@ -248,6 +248,7 @@ def record_request_created(*, request: HumanRequest, actor: Actor) -> Checkpoint
         detail={
             "request": {
                 "prompt": request.prompt,
+                "kind": request.kind,
                 "context": request.context,
                 "answer_schema": request.answer_schema,
                 "choices": request.choices,

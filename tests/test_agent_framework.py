@@ -271,6 +271,7 @@ def test_a_question_is_asked_in_the_queue_and_its_answer_typed(aovs, run_id, rev
     assert asyncio.run(driver.start("A-1", run_id)) is None
     request = HumanRequest.objects.get(run_id=run_id)
     assert request.prompt == "How much do we refund on A-1?"
+    assert request.kind == "data"
     assert request.answer_schema["required"] == ["amount", "reason"]
     answer(reviewer, "answer", data={"amount": 5, "reason": "late"})
     assert asyncio.run(driver.poll(wait=5)) == 1
@@ -326,6 +327,7 @@ def test_a_hostile_question_is_fitted_to_the_server_s_limits(aovs, run_id, revie
     request = HumanRequest.objects.get(run_id=run_id)
     assert request.prompt == "The agent's workflow asks (in full below):"
     assert request.context.startswith("?" * 10_000)
+    assert (request.kind, request.answer_schema) == ("question", None)  # a str: in words
     answer(reviewer, "answer", data="ship it")
     asyncio.run(driver.poll(wait=5))
     assert driver.outputs[run_id] == ["ship it"]
@@ -348,7 +350,7 @@ def test_a_plain_tool_s_approval_is_a_sign_off_in_the_queue(aovs, run_id, review
     driver = WorkflowDriver(lambda: plain_paying_workflow(ledger), aovs)
     assert asyncio.run(driver.start("Pay", run_id)) is None
     request = HumanRequest.objects.get(run_id=run_id)
-    assert request.prompt == "Allow the agent's call to pay_invoice?"
+    assert (request.prompt, request.kind) == ("Allow the agent's call to pay_invoice?", "sign_off")
     assert '"invoice": "INV-7"' in request.context
     assert payments(ledger) == []
     answer(reviewer, "approve")
@@ -361,7 +363,11 @@ def test_an_enum_is_offered_as_choices_and_a_dict_s_question_is_the_prompt(aovs,
     driver = WorkflowDriver(dispatching, aovs, allowed_checkpoint_types=CARRIER)
     asyncio.run(driver.start("A-1", run_id))
     request = HumanRequest.objects.get(run_id=run_id)
-    assert (request.prompt, request.choices) == ("Who ships A-1?", ["post", "courier"])
+    assert (request.prompt, request.kind, request.choices) == (
+        "Who ships A-1?",
+        "choice",
+        ["post", "courier"],
+    )
     assert '"weight": "2 kg"' in request.context
     answer(reviewer, "choose", data="courier")
     asyncio.run(driver.poll(wait=5))

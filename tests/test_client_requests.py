@@ -8,12 +8,12 @@ from itertools import islice
 import pytest
 from django.utils import timezone
 
-from oversight_client import Cancelled, Expired, Rejected, WaitTimedOut
+from oversight_client import Cancelled, Expired, InvalidRequest, Rejected, WaitTimedOut
 from runs.actors import Actor
 from runs.models import HumanRequest, Run
 from runs.services import requests as human_requests
 from runs.services.runs import cancel_run
-from tests.client_helpers import NOTE, answering, deciding
+from tests.client_helpers import CLIENTS, NOTE, answering, client_for, deciding, drive
 
 SCHEMA = {
     "type": "object",
@@ -53,6 +53,44 @@ def test_a_choice_and_schema_data_come_back_as_data(ovs, run_id, reviewer):
     asked = ovs.ask(run_id, "How much?", answer_schema=SCHEMA)
     with answering(reviewer, "answer", data={"amount": 250}):
         assert ovs.answer(asked["id"], timeout=20)["data"] == {"amount": 250}
+
+
+@pytest.mark.parametrize("cls", CLIENTS)
+def test_each_kind_is_asked_by_name_and_its_answer_says_which(
+    live_server, client_token, run_id, reviewer, cls
+):
+    """#34: a question was asked as a sign-off, its answer a comment; now each of the
+    four kinds is asked by name, and the answer names the kind and carries its data."""
+    client = client_for(live_server, client_token, cls)
+    asked = [
+        ({"kind": "question"}, "answer", "Blue Heron"),
+        ({"kind": "sign_off"}, "approve", None),
+        ({"kind": "choice", "choices": ["a", "b"]}, "choose", "b"),
+        ({"kind": "data", "answer_schema": SCHEMA}, "answer", {"amount": 250}),
+    ]
+    for fields, kind, data in asked:
+        request = drive(client.ask(run_id, "Well?", **fields))
+        assert request["kind"] == fields["kind"]
+        with answering(reviewer, kind, data=data):
+            answer = drive(client.answer(request["id"], timeout=20))
+        assert (answer["request_kind"], answer["kind"], answer["data"]) == (
+            fields["kind"],
+            kind,
+            data,
+        )
+
+
+def test_asking_without_a_kind_means_what_it_did_before(ovs, run_id):
+    assert ovs.ask(run_id, "Sign off?")["kind"] == "sign_off"
+    assert ovs.ask(run_id, "Which?", choices=["a", "b"])["kind"] == "choice"
+    assert ovs.ask(run_id, "How much?", answer_schema=SCHEMA)["kind"] == "data"
+
+
+def test_a_kind_its_fields_contradict_is_refused(ovs, run_id):
+    with pytest.raises(InvalidRequest) as refused:
+        ovs.ask(run_id, "Name it?", kind="question", answer_schema=SCHEMA)
+    assert refused.value.detail.startswith("answer_schema: only data has an answer_schema")
+    assert not HumanRequest.objects.exists()
 
 
 def test_a_rejected_request_raises_rejected_with_the_reason(ovs, run_id, reviewer):

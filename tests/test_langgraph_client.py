@@ -151,15 +151,18 @@ def test_interrupt_values_become_requests_and_answers_resume_values():
     from oversight_client.langgraph import ask_for, resume_value
 
     question = Interrupt(value="Which supplier?", id="i-1")
-    assert ask_for(question) == {"prompt": "Which supplier?", "answer_schema": {"type": "string"}}
+    assert ask_for(question) == {"prompt": "Which supplier?", "kind": "question"}
     schema = {"type": "object", "properties": {"amount": {"type": "number"}}}
     asked = ask_for(Interrupt(value="How much?", id="i-2", response_schema=schema))
-    assert asked["answer_schema"] == schema
+    assert (asked["kind"], asked["answer_schema"]) == ("data", schema)
     sign_off = {"sign_off": "Send the June plan?", "context": "**3 steps**"}
     assert ask_for(Interrupt(value=sign_off, id="i-3")) == {
         "prompt": "Send the June plan?",
+        "kind": "sign_off",
         "context": "**3 steps**",
     }
+    chosen = ask_for(Interrupt(value={"question": "Which?", "choices": ["a", "b"]}, id="i-5"))
+    assert (chosen["kind"], chosen["choices"]) == ("choice", ["a", "b"])
     rejected = {"status": "rejected", "answer": {"kind": "reject", "comment": "Not yet"}}
     assert resume_value(sign_off, rejected) is False
     assert resume_value("Which supplier?", rejected) is None
@@ -173,7 +176,13 @@ def test_interrupt_values_become_requests_and_answers_resume_values():
         }
     ]
     asked = ask_for(Interrupt(value=human, id="i-4"))
-    assert (asked["prompt"], "answer_schema" in asked) == ("Send this email?", False)
+    assert (asked["prompt"], asked["kind"], "answer_schema" in asked) == (
+        "Send this email?",
+        "sign_off",
+        False,
+    )
+    unacceptable = [{**human[0], "config": {"allow_respond": True}}]
+    assert ask_for(Interrupt(value=unacceptable, id="i-6"))["kind"] == "question"
     assert '"to": "a@example.com"' in asked["context"]
     approved = {"status": "answered", "answer": {"kind": "approve"}}
     assert resume_value(human, approved) == [{"type": "accept", "args": None}]
@@ -198,6 +207,7 @@ def test_what_a_graph_interrupts_with_is_asked_within_the_server_s_limits(ovs, r
     assert "(cut: " in ask_for(Interrupt(value=plan, id="i-0"))["context"]
     spelled = ask_for(Interrupt(value=many, id="i-1"))
     assert "choices" not in spelled and "- supplier 29" in spelled["context"]
+    assert spelled["kind"] == "question"
     assert ask_for(Interrupt(value=twice, id="i-2"))["choices"] == ["INV-7", "INV-42"]
 
 

@@ -1,12 +1,13 @@
-"""Human requests (#12): an agent asks people a question or a sign-off that Oversight
-does not execute; the run waits until it is answered, rejected, expired, withdrawn or
-its run ends. The services, on the database."""
+"""Human requests (#12): an agent asks people a question, a sign-off, a choice or data
+(#34: four kinds) that Oversight does not execute; the run waits until it is answered,
+rejected, expired, withdrawn or its run ends. The services, on the database."""
 
 from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.db import IntegrityError, transaction
 
 from runs.actors import Actor
 from runs.errors import (
@@ -157,6 +158,118 @@ def test_proposals_wait_while_the_run_needs_input(run, ask, propose):
         propose("call-1")
 
 
+# --- the four kinds ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "kind"),
+    [
+        ({}, "sign_off"),
+        ({"choices": ["a", "b"]}, "choice"),
+        ({"answer_schema": SCHEMA}, "data"),
+        ({"kind": "question"}, "question"),
+        ({"kind": "sign_off"}, "sign_off"),
+        ({"kind": "choice", "choices": ["a", "b"]}, "choice"),
+        ({"kind": "data", "answer_schema": SCHEMA}, "data"),
+    ],
+)
+def test_a_request_is_of_the_kind_asked_or_else_what_its_fields_made_it(ask, fields, kind):
+    """Without a kind, a request means what it meant before kinds: choices a choice, a
+    schema data, neither a sign-off."""
+    request = ask(**fields)
+    assert request.kind == kind
+    created = Checkpoint.objects.get(request=request, event="request.created")
+    assert created.state["request"]["kind"] == kind
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"kind": "choice"}, "choices: a choice needs its choices"),
+        ({"kind": "data"}, "answer_schema: data needs the JSON Schema"),
+        ({"kind": "question", "choices": ["a"]}, "choices: only a choice has choices, not a q"),
+        ({"kind": "sign_off", "choices": ["a"]}, "choices: only a choice has choices, not a s"),
+        ({"kind": "data", "answer_schema": SCHEMA, "choices": ["a"]}, "choices: only a choice"),
+        ({"kind": "question", "answer_schema": SCHEMA}, "answer_schema: only data has an answ"),
+        ({"kind": "sign_off", "answer_schema": SCHEMA}, "answer_schema: only data has an answ"),
+        ({"kind": "choice", "choices": ["a"], "answer_schema": SCHEMA}, "answer_schema: only"),
+        ({"kind": "poll"}, "kind: one of question, sign_off, choice, data, not 'poll'"),
+    ],
+)
+def test_a_kind_its_fields_contradict_is_refused_not_guessed(ask, fields, reason):
+    with refused(InvalidInput):
+        ask(**fields)
+    with pytest.raises(InvalidInput, match=f"^{reason}"):
+        ask(**fields)
+
+
+def test_a_data_request_keeps_the_agents_order_of_its_properties(ask):
+    schema = {"type": "object", "properties": {"unit_price": {}, "item": {}, "colour": {}}}
+    request = ask(answer_schema=schema)
+    request.refresh_from_db()
+    assert request.property_order == ["unit_price", "item", "colour"]
+    assert ask("Sign off?").property_order is None
+
+
+def test_a_question_is_answered_in_words_which_the_agent_reads_as_data(run, ask, reviewer):
+    request = ask("What should the release be called?", kind="question")
+    assert (request.choices, request.answer_schema) == (None, None)
+
+    answered = answer(request, reviewer, "answer", data="Blue Heron")
+
+    assert (answered.status, answered.answer_kind, answered.answer, answered.comment) == (
+        "answered",
+        "answer",
+        "Blue Heron",
+        "",
+    )
+    assert service.describe_answer(answered) | {"at": None} == {
+        "request_kind": "question",
+        "kind": "answer",
+        "by": "reviewer",
+        "at": None,
+        "comment": "",
+        "data": "Blue Heron",
+    }
+    detail = Checkpoint.objects.get(request=request, event="request.status").state
+    assert (detail["answer"]["request_kind"], detail["answer"]["data"]) == (
+        "question",
+        "Blue Heron",
+    )
+    assert run_state(run)[0] == "queued"
+
+
+@pytest.mark.parametrize("data", [None, "", "  \n", 42, {"text": "Blue"}, "x" * 20_001])
+def test_a_questions_answer_is_text(ask, reviewer, data):
+    request = ask("What should the release be called?", kind="question")
+    with refused(InvalidInput):
+        answer(request, reviewer, "answer", data=data)
+    with pytest.raises(InvalidInput, match=r"^data: an answer in words, 1 to 20000 characters"):
+        answer(request, reviewer, "answer", data=data)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"kind": "choice"},
+        {"kind": "data"},
+        {"kind": "question", "choices": ["a"]},
+        {"kind": "sign_off", "answer_schema": {}},
+        {"kind": "nonsense"},
+    ],
+)
+def test_the_database_keeps_a_kind_and_its_fields_together(ask, change):
+    request = ask()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        HumanRequest.objects.filter(pk=request.pk).update(**change)
+
+
+def test_the_database_keeps_an_answer_to_its_kind(ask, reviewer):
+    request = answer(ask("Name it?", kind="question"), reviewer, "answer", data="Heron")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        HumanRequest.objects.filter(pk=request.pk).update(answer_kind="approve")
+
+
 # --- naming it: external_id -----------------------------------------------------------------
 
 
@@ -171,6 +284,12 @@ def test_asking_again_by_the_same_external_id_returns_the_request(run, agent_tok
     assert (new, new_again, again) == (True, False, first)
     assert HumanRequest.objects.count() == 1
     assert run_state(run) == version
+
+
+def test_the_same_external_id_asking_another_kind_is_a_conflict(run, ask):
+    ask("Ship?", external_id="interrupt-1")
+    with refused(ExternalIdConflict):
+        ask("Ship?", kind="question", external_id="interrupt-1")
 
 
 def test_the_same_external_id_for_another_question_is_a_conflict(run, ask):
@@ -277,6 +396,8 @@ def test_a_choice_must_be_one_of_the_requests(run, ask, reviewer):
     [
         ({}, "answer"),
         ({}, "choose"),
+        ({"kind": "question"}, "approve"),
+        ({"kind": "question"}, "choose"),
         ({"choices": ["a", "b"]}, "approve"),
         ({"choices": ["a", "b"]}, "answer"),
         ({"answer_schema": SCHEMA}, "approve"),

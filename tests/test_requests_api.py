@@ -43,6 +43,7 @@ def test_asking_answers_201_and_the_run_waits(api, run):
         "run": run.pk,
         "external_id": "thread-7/interrupt-1",
         "prompt": QUESTION["prompt"],
+        "kind": "choice",
         "context": QUESTION["context"],
         "answer_schema": None,
         "choices": ["eu-west", "us-east"],
@@ -106,6 +107,63 @@ def test_another_tokens_external_id_is_409_and_says_nothing_of_it(api, run, proj
 def test_a_malformed_request_is_422_naming_the_field(api, run, body, field):
     problem(api.post(f"/runs/{run.pk}/requests", body), 422, field)
     assert not HumanRequest.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "kind"),
+    [
+        ({"prompt": "Ok?"}, "sign_off"),
+        ({"prompt": "Ok?", "choices": ["a", "b"]}, "choice"),
+        ({"prompt": "Ok?", "answer_schema": {"type": "integer"}}, "data"),
+        ({"prompt": "Ok?", "kind": "question"}, "question"),
+        ({"prompt": "Ok?", "kind": "sign_off"}, "sign_off"),
+    ],
+)
+def test_a_request_is_of_the_kind_asked_or_else_what_it_was_before_kinds(api, run, body, kind):
+    response = api.post(f"/runs/{run.pk}/requests", body)
+    assert response.status_code == 201, response.content
+    assert response.json()["kind"] == kind
+    assert HumanRequest.objects.get().kind == kind
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"prompt": "Ok?", "kind": "choice"}, "choices"),
+        ({"prompt": "Ok?", "kind": "data"}, "answer_schema"),
+        ({"prompt": "Ok?", "kind": "question", "choices": ["a", "b"]}, "choices"),
+        (
+            {"prompt": "Ok?", "kind": "question", "answer_schema": {"type": "string"}},
+            "answer_schema",
+        ),
+        ({"prompt": "Ok?", "kind": "sign_off", "answer_schema": {}}, "answer_schema"),
+        (
+            {"prompt": "Ok?", "kind": "choice", "choices": ["a"], "answer_schema": {}},
+            "answer_schema",
+        ),
+        ({"prompt": "Ok?", "kind": "poll"}, "kind"),
+        ({"prompt": "Ok?", "kind": None, "choices": ["a"], "answer_schema": {}}, "choices"),
+    ],
+)
+def test_a_kind_its_fields_contradict_is_422_naming_the_field(api, run, body, field):
+    body = problem(api.post(f"/runs/{run.pk}/requests", body), 422, field)
+    assert body["detail"].startswith(f"{field}:") or field == "kind"
+    assert not HumanRequest.objects.exists()
+
+
+def test_the_agent_reads_a_questions_answer_as_text(api, run, reviewer):
+    asked = api.post(f"/runs/{run.pk}/requests", {"prompt": "Name it?", "kind": "question"})
+    pk = asked.json()["id"]
+    answered(pk, reviewer, "answer", data="Blue Heron")
+
+    answer = api.get(f"/requests/{pk}").json()["answer"]
+
+    assert (answer["request_kind"], answer["kind"], answer["data"], answer["comment"]) == (
+        "question",
+        "answer",
+        "Blue Heron",
+        "",
+    )
 
 
 def test_a_closed_run_answers_409_run_closed(api, run):

@@ -180,7 +180,7 @@ def request_fields(status: str, user) -> dict:
     (and, for a rejection, why)."""
     answer = {"answered_by": user, "answered_at": timezone.now()}
     if status == HumanRequest.Status.ANSWERED:
-        return {**answer, "answer_kind": HumanRequest.AnswerKind.ANSWER, "answer": {"ok": True}}
+        return {**answer, "answer_kind": HumanRequest.AnswerKind.ANSWER, "answer": "Blue Heron"}
     if status == HumanRequest.Status.REJECTED:
         return {**answer, "answer_kind": HumanRequest.AnswerKind.REJECT, "comment": "not now"}
     return {}
@@ -243,7 +243,8 @@ def test_request_moves_only_along_the_documented_edges(run, start, to):
     request = HumanRequest.objects.create(
         run=run,
         project=run.project,
-        prompt="May I ship the release?",
+        prompt="What should the release be called?",
+        kind=HumanRequest.Kind.QUESTION,
         status=start,
         expires_at=timezone.now() + timedelta(hours=1),
         **request_fields(start, user),

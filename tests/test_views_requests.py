@@ -24,6 +24,8 @@ def ask(run, agent_token):
 
 
 def post_answer(client, human: HumanRequest, kind: str, **fields):
+    """Post an answer from the request's page, from the form named by ``using`` (the
+    request's own way to accept, if not given)."""
     human.refresh_from_db()
     return client.post(
         f"/requests/{human.pk}/answer/", {"kind": kind, "version": human.version, **fields}
@@ -33,9 +35,14 @@ def post_answer(client, human: HumanRequest, kind: str, **fields):
 def errors(page: str) -> list[str]:
     return re.findall(r'<p class="error field-error" role="alert">([^<]*)</p>', page) + [
         error
-        for block in re.findall(r'<div class="error" role="alert">(.*?)</div>', page, re.S)
+        for block in re.findall(r'<div class="error" role="alert"[^>]*>(.*?)</div>', page, re.S)
         for error in re.findall(r"<p>([^<]*)</p>", block)
     ]
+
+
+def control(page: str, element_id: str) -> str:
+    """The opening tag of the element ``element_id`` (a field, with its attributes)."""
+    return re.search(rf'<(?:input|textarea|select)[^>]*\bid="{element_id}"[^>]*>', page)[0]
 
 
 # --- access -----------------------------------------------------------------------------
@@ -68,7 +75,7 @@ def test_an_auditor_reads_but_may_not_answer(client, ask, auditor):
     assert stored() == before
 
 
-# --- answering --------------------------------------------------------------------------
+# --- answering: a sign-off -----------------------------------------------------------------
 
 
 def test_a_reviewer_signs_off_and_sees_who_answered_when(client, ask, reviewer, run):
@@ -76,10 +83,14 @@ def test_a_reviewer_signs_off_and_sees_who_answered_when(client, ask, reviewer, 
     client.force_login(reviewer)
     page = client.get(f"/requests/{human.pk}/").text
     assert "A sign-off the agent asks" in page
-    assert ">Sign off</button>" in page
+    form = re.search(r'<form[^>]*class="decision answer-sign_off".*?</form>', page, re.S)[0]
+    assert re.findall(r'<button type="submit" name="kind" value="(\w+)"[^>]*>([^<]*)<', form) == [
+        ("approve", "Sign off"),
+        ("reject", "Reject"),
+    ]
     assert "Type" not in page  # No challenge: nothing executes on an answer.
 
-    response = post_answer(client, human, "approve", comment="Looks right")
+    response = post_answer(client, human, "approve", using="sign_off", comment="Looks right")
 
     assert response.status_code == 302
     assert response["Location"] == f"/requests/{human.pk}/"
@@ -94,23 +105,100 @@ def test_a_reviewer_signs_off_and_sees_who_answered_when(client, ask, reviewer, 
     assert run.status == "queued"
 
 
-def test_a_rejection_needs_a_reason(client, ask, reviewer):
+def test_a_sign_off_is_rejected_beside_it_with_a_reason(client, ask, reviewer):
     human = ask()
     client.force_login(reviewer)
-    response = post_answer(client, human, "reject", comment="")
+    before = stored()
+    response = post_answer(client, human, "reject", using="sign_off", comment="  ")
     assert response.status_code == 400
     assert errors(response.text) == ["Say why you reject it."]
-    assert '<details class="more" open>' in response.text
+    assert response.text.count("<title>Error: Request") == 1
+    comment = control(response.text, "sign_off-comment")
+    assert 'aria-invalid="true"' in comment and "autofocus" in comment
+    assert 'aria-describedby="sign_off-comment_error"' in comment
+    assert '<div id="sign_off-comment_error">' in response.text
+    assert stored() == before
 
-    assert post_answer(client, human, "reject", comment="Not on a Friday").status_code == 302
+    response = post_answer(client, human, "reject", using="sign_off", comment="Not on a Friday")
+    assert response.status_code == 302
     human.refresh_from_db()
     assert (human.status, human.comment) == ("rejected", "Not on a Friday")
+
+
+# --- answering: a question -------------------------------------------------------------------
+
+
+def test_a_question_is_answered_in_words(client, ask, reviewer):
+    """#34: a question had no answer box; the answer went in the comment and the agent
+    read a sign-off."""
+    human = ask("What should the release be called?", kind="question")
+    client.force_login(reviewer)
+    page = client.get(f"/requests/{human.pk}/").text
+    assert "A question the agent asks" in page
+    assert '<label for="text-value">Your answer</label>' in page
+    assert control(page, "text-value").startswith("<textarea")
+    assert "Sign off" not in page and 'id="text-comment"' not in page
+
+    response = post_answer(client, human, "answer", using="text", value="Blue Heron\n")
+
+    assert response.status_code == 302
+    human.refresh_from_db()
+    assert (human.status, human.answer_kind, human.answer, human.comment) == (
+        "answered",
+        "answer",
+        "Blue Heron",
+        "",
+    )
+    page = client.get(f"/requests/{human.pk}/").text
+    assert "Answered; the agent reads your answer." in page
+    assert '<blockquote class="answer-text">Blue Heron</blockquote>' in page
+
+
+@pytest.mark.parametrize(
+    ("kind", "error", "focused"),
+    [
+        ("answer", "Write your answer.", "text-value"),
+        # A forged rejection from the answer's box, which has no room for a reason.
+        ("reject", "Say why you reject it.", None),
+    ],
+)
+def test_a_questions_answer_without_words_is_refused_on_the_form(
+    client, ask, reviewer, kind, error, focused
+):
+    human = ask("What should the release be called?", kind="question")
+    client.force_login(reviewer)
+    before = stored()
+    response = post_answer(client, human, kind, using="text", value=" \n ")
+    assert response.status_code == 400
+    assert error in errors(response.text)
+    if focused:
+        assert "autofocus" in control(response.text, focused)
+    assert stored() == before
+
+
+def test_a_question_may_be_rejected_under_reject(client, ask, reviewer):
+    human = ask("What should the release be called?", kind="question")
+    client.force_login(reviewer)
+    response = post_answer(client, human, "reject", using="reject", comment="")
+    assert response.status_code == 400
+    assert errors(response.text) == ["Say why you reject it."]
+    assert '<details class="more" open>\n            <summary>Reject</summary>' in response.text
+    assert "autofocus" in control(response.text, "reject-comment")
+
+    rejected = post_answer(client, human, "reject", using="reject", comment="Ask legal")
+    assert rejected.status_code == 302
+    human.refresh_from_db()
+    assert (human.status, human.answer_kind, human.comment) == ("rejected", "reject", "Ask legal")
+
+
+# --- answering: a choice ---------------------------------------------------------------------
 
 
 def test_a_reviewer_chooses_with_a_button(client, ask, reviewer):
     human = ask("Which region?", choices=["eu-west", "us-east"])
     client.force_login(reviewer)
     page = client.get(f"/requests/{human.pk}/").text
+    assert "A choice the agent asks" in page
     assert re.findall(r'<button type="submit" name="choice" value="([^"]*)"', page) == [
         "eu-west",
         "us-east",
@@ -142,20 +230,146 @@ def test_a_choice_not_offered_is_a_form_error(client, ask, reviewer):
     assert stored() == before
 
 
-def test_an_answer_with_data_is_checked_against_the_schema(client, ask, reviewer):
-    schema = {"type": "object", "properties": {"budget": {"type": "integer"}}}
-    human = ask("What budget?", answer_schema=schema)
-    client.force_login(reviewer)
-    assert "Your answer (JSON)" in client.get(f"/requests/{human.pk}/").text
+# --- answering: data -------------------------------------------------------------------------
 
-    not_json = post_answer(client, human, "answer", value="{budget: 5")
+ORDER = {
+    "type": "object",
+    "title": "Order",
+    "description": "What to buy, and how.",
+    "properties": {
+        "item": {"type": "string", "title": "Item", "description": "As the supplier names it"},
+        "quantity": {"type": "integer", "minimum": 1, "default": 1},
+        "unit_price": {"type": "number", "title": "Unit price"},
+        "express": {"type": "boolean", "title": "Express delivery", "default": False},
+        "colour": {"$ref": "#/$defs/Colour"},
+    },
+    "required": ["item", "quantity"],
+    "$defs": {"Colour": {"enum": ["red", "blue"], "type": "string", "title": "Colour"}},
+}
+
+
+def test_data_is_answered_in_fields_drawn_from_its_schema(client, ask, reviewer):
+    human = ask("What should we order?", answer_schema=ORDER)
+    client.force_login(reviewer)
+    page = client.get(f"/requests/{human.pk}/").text
+    assert "Data the agent asks for" in page
+    assert re.findall(r'<label for="fields-(field_\d)">([^<]*)</label>', page) == [
+        ("field_0", "Item (required)"),
+        ("field_1", "quantity (required)"),
+        ("field_2", "Unit price"),
+        ("field_3", "Express delivery"),
+        ("field_4", "Colour"),
+    ]
+    assert '<p class="muted">What to buy, and how.</p>' in page
+    assert 'id="fields-field_0_helptext">As the supplier names it</span>' in page
+    assert 'aria-describedby="fields-field_0_helptext"' in control(page, "fields-field_0")
+    assert 'type="number"' in control(page, "fields-field_1") and 'value="1"' in page
+    assert re.findall(r'<option value="([^"]*)"( selected)?>([^<]*)</option>', page) == [
+        ("", "", "—"),
+        ("true", "", "Yes"),
+        ("false", " selected", "No"),
+        ("", " selected", "—"),
+        ("&quot;red&quot;", "", "red"),
+        ("&quot;blue&quot;", "", "blue"),
+    ]
+    # Raw JSON stays at hand, folded: for what the fields cannot say.
+    assert "<summary>Answer in JSON instead</summary>" in page
+
+    response = post_answer(
+        client,
+        human,
+        "answer",
+        using="fields",
+        field_0="Printer paper",
+        field_1="12",
+        field_2="4.5",
+        field_3="true",
+        field_4='"blue"',
+    )
+
+    assert response.status_code == 302, errors(response.text)
+    human.refresh_from_db()
+    assert human.answer == {
+        "item": "Printer paper",
+        "quantity": 12,
+        "unit_price": 4.5,
+        "express": True,
+        "colour": "blue",
+    }
+    page = client.get(f"/requests/{human.pk}/").text
+    assert "&quot;quantity&quot;: 12" in page
+
+
+def test_a_field_left_empty_is_left_out_of_the_data(client, ask, reviewer):
+    human = ask("What should we order?", answer_schema=ORDER)
+    client.force_login(reviewer)
+    fields = {"field_0": "Pens", "field_1": "3", "field_2": "", "field_3": "", "field_4": ""}
+    assert post_answer(client, human, "answer", using="fields", **fields).status_code == 302
+    human.refresh_from_db()
+    assert human.answer == {"item": "Pens", "quantity": 3}
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "error"),
+    [
+        ({"field_1": "0"}, "field_1", "0 is less than the minimum of 1"),
+        ({"field_1": "lots"}, "field_1", "Enter a whole number."),
+        ({"field_0": ""}, "field_0", "This field is required."),
+        ({"field_4": '"green"'}, "field_4", "Select a valid choice."),
+    ],
+)
+def test_a_field_the_schema_refuses_is_an_error_on_that_field(
+    client, ask, reviewer, fields, field, error
+):
+    human = ask("What should we order?", answer_schema=ORDER)
+    client.force_login(reviewer)
+    before = stored()
+    posted = {"field_0": "Pens", "field_1": "3", **fields}
+    response = post_answer(client, human, "answer", using="fields", **posted)
+    assert response.status_code == 400
+    shown = errors(response.text)
+    assert len(shown) == 1 and shown[0].startswith(error), shown
+    tag = control(response.text, f"fields-{field}")
+    assert 'aria-invalid="true"' in tag and "autofocus" in tag
+    assert re.search(rf'aria-describedby="[^"]*fields-{field}_error"', tag)
+    # What was typed comes back, to be corrected rather than typed again.
+    assert f'value="{posted["field_1"]}"' in control(response.text, "fields-field_1")
+    assert stored() == before
+
+
+def test_data_may_be_answered_in_json_instead(client, ask, reviewer):
+    human = ask("What should we order?", answer_schema=ORDER)
+    client.force_login(reviewer)
+
+    not_json = post_answer(client, human, "answer", using="json", value="{item: 5")
     assert not_json.status_code == 400
     assert errors(not_json.text)[0].startswith("Not valid JSON")
+    assert '<details class="more" open>\n            <summary>Answer in JSON instead' in (
+        not_json.text
+    )
+    invalid = post_answer(client, human, "answer", using="json", value='{"item": "Pens"}')
+    assert errors(invalid.text) == ["data: &quot;quantity&quot; is a required property"]
+
+    answer = '{"item": "Pens", "quantity": 2}'
+    assert post_answer(client, human, "answer", using="json", value=answer).status_code == 302
+    human.refresh_from_db()
+    assert human.answer == {"item": "Pens", "quantity": 2}
+
+
+def test_a_schema_fields_cannot_draw_is_answered_in_json(client, ask, reviewer):
+    schema = {"properties": {"budget": {"type": "integer"}, "tags": {"type": "array"}}}
+    human = ask("What budget?", answer_schema=schema)
+    client.force_login(reviewer)
+    page = client.get(f"/requests/{human.pk}/").text
+    assert "Your answer (JSON)" in page and "Answer in JSON instead" not in page
+    assert 'id="fields-' not in page
+
     invalid = post_answer(client, human, "answer", value='{"budget": "lots"}')
     assert invalid.status_code == 400
     assert errors(invalid.text) == [
         "data.budget: &quot;lots&quot; is not of type &quot;integer&quot;"
     ]
+    assert "autofocus" in control(invalid.text, "json-value")
     human.refresh_from_db()
     assert human.status == "open"
 
@@ -169,21 +383,38 @@ def test_a_string_schema_takes_plain_text(client, ask, reviewer):
     human = ask("What should the release be called?", answer_schema={"type": "string"})
     client.force_login(reviewer)
     page = client.get(f"/requests/{human.pk}/").text
-    assert "Your answer (JSON)" not in page and "Your answer" in page
+    assert '<label for="fields-field_0">Your answer</label>' in page
+    assert control(page, "fields-field_0").startswith("<textarea")
 
-    assert post_answer(client, human, "answer", value="Blue Heron").status_code == 302
+    assert post_answer(client, human, "answer", field_0="Blue Heron").status_code == 302
     human.refresh_from_db()
     assert human.answer == "Blue Heron"
+
+
+# --- answering: what does not fit ------------------------------------------------------------
 
 
 def test_a_kind_the_request_does_not_take_is_a_form_error(client, ask, reviewer):
     human = ask()
     client.force_login(reviewer)
     before = stored()
-    response = post_answer(client, human, "answer", value='"yes"')
+    response = post_answer(client, human, "answer", using="text", value="yes")
     assert response.status_code == 400
     assert errors(response.text) == [
         "kind: this request is answered by approve or reject, not answer"
+    ]
+    assert stored() == before
+
+
+def test_a_post_without_its_hidden_fields_says_what_is_missing(client, ask, reviewer):
+    human = ask()
+    client.force_login(reviewer)
+    before = stored()
+    response = client.post(f"/requests/{human.pk}/answer/", {"using": "sign_off"})
+    assert response.status_code == 400
+    assert errors(response.text) == [
+        "kind: This field is required.",
+        "version: This field is required.",
     ]
     assert stored() == before
 
@@ -253,6 +484,29 @@ def test_prompt_context_and_choices_are_escaped(client, ask, reviewer):
     assert "<script>" not in queue and "Ship &lt;script&gt;" in queue
 
 
+def test_a_schemas_titles_descriptions_and_values_are_escaped(client, ask, reviewer):
+    schema = {
+        "description": HOSTILE,
+        "properties": {
+            "a": {"type": "string", "title": HOSTILE, "description": HOSTILE, "default": HOSTILE},
+            "b": {"enum": [HOSTILE, "plain"]},
+        },
+    }
+    human = ask("Well?", answer_schema=schema)
+    client.force_login(reviewer)
+    page = client.get(f"/requests/{human.pk}/").text
+    assert "<script>" not in page and "<img src=x" not in page
+    assert page.count("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;") >= 5
+
+
+def test_a_questions_answer_is_shown_escaped(client, ask, reviewer):
+    human = ask("Anything to add?", kind="question")
+    client.force_login(reviewer)
+    post_answer(client, human, "answer", using="text", value=HOSTILE)
+    page = client.get(f"/requests/{human.pk}/").text
+    assert "<script>" not in page and "&lt;script&gt;alert" in page
+
+
 def test_the_operation_page_and_queue_show_the_agents_why_escaped(client, propose, reviewer):
     op = propose(summary=f"Pay {HOSTILE}", rationale=f"Because\n{HOSTILE}")
     client.force_login(reviewer)
@@ -303,6 +557,19 @@ def test_the_queue_lists_open_requests_beside_operations(client, ask, propose, r
     assert f'id="request-{human.pk}"' not in after.text
 
 
+def test_the_queue_says_what_answer_each_request_asks_for(client, ask, reviewer):
+    asked = {
+        "In words": ask("Name it?", kind="question"),
+        "Sign off": ask("Sign off the plan?"),
+        "Choose one of 2": ask("Which?", choices=["a", "b"]),
+        "Data": ask("How many?", answer_schema={"type": "integer"}),
+    }
+    client.force_login(reviewer)
+    queue = client.get("/approvals/").text
+    for answer, human in asked.items():
+        assert re.search(rf'<tr id="request-{human.pk}".*?data-label="Answer">{answer}<', queue, re.S)
+
+
 def test_filtering_by_action_or_risk_hides_requests(client, ask, reviewer):
     human = ask()
     client.force_login(reviewer)
@@ -322,7 +589,16 @@ def test_the_run_page_lists_its_requests(client, ask, reviewer, run):
 # --- query counts --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fields", [{}, {"choices": ["a", "b"]}, {"answer_schema": {}}])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},
+        {"kind": "question"},
+        {"choices": ["a", "b"]},
+        {"answer_schema": {}},
+        {"answer_schema": ORDER},
+    ],
+)
 def test_the_request_page_takes_a_fixed_number_of_queries(
     client, ask, reviewer, fields, django_assert_num_queries
 ):

@@ -2,7 +2,6 @@
 the adapters that turn a framework's own questions into requests (LangGraph's
 ``interrupt``, the Agent Framework's ``request_info``)."""
 
-TEXT = {"type": "string"}
 # The server's limits on a request (runs/services/requests.py).
 PROMPT_CHARS, CONTEXT_CHARS, CHOICES_MAX, CHOICE_CHARS = 4000, 20_000, 20, 200
 
@@ -10,8 +9,9 @@ PROMPT_CHARS, CONTEXT_CHARS, CHOICES_MAX, CHOICE_CHARS = 4000, 20_000, 20, 200
 def within_limits(asked: dict, asker: str) -> dict:
     """The keyword arguments of ``Oversight.ask`` in ``asked``, as the server takes them:
     a long prompt goes to the context, a long context is cut, and choices the server
-    cannot offer become a text answer. ``asker`` (say "The agent's graph") names who
-    asks when the prompt must be replaced."""
+    cannot offer become a question, listed in the context and answered in words.
+    ``asker`` (say "The agent's graph") names who asks when the prompt must be
+    replaced."""
     prompt, context = asked["prompt"].strip(), asked.get("context", "")
     if len(prompt) > PROMPT_CHARS:
         prompt, context = f"{asker} asks (in full below):", f"{prompt}\n\n{context}"
@@ -25,7 +25,7 @@ def within_limits(asked: dict, asker: str) -> dict:
         else:  # the server would refuse them: an answer in words, the choices listed
             listed = "\n".join(f"- {choice}" for choice in choices)
             context = f"{context}\n\nChoices:\n{listed}"
-            asked = {k: v for k, v in asked.items() if k != "choices"} | {"answer_schema": TEXT}
+            asked = {k: v for k, v in asked.items() if k != "choices"} | {"kind": "question"}
     if len(context) > CONTEXT_CHARS:
         cut = f"\n\n(cut: {len(context) - CONTEXT_CHARS + 100} more characters)"
         context = context[: CONTEXT_CHARS - 100] + cut

@@ -9,7 +9,7 @@ import base64
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from oversight_client.calls import Endpoint
 from oversight_client.errors import StaleState
@@ -18,6 +18,7 @@ from oversight_client.steps import Sleep, Steps
 from oversight_client.waits import OPERATIONS, REQUESTS
 
 STALE_ATTEMPTS = 10  # proposals on "the run as it is" while workers keep moving it
+RequestKind = Literal["question", "sign_off", "choice", "data"]
 
 
 @dataclass(frozen=True)
@@ -235,6 +236,7 @@ class Core:
         run_id: int,
         prompt: str,
         *,
+        kind: RequestKind | None = None,
         context: str = "",
         answer_schema: dict | None = None,
         choices: list[str] | None = None,
@@ -242,12 +244,16 @@ class Core:
         expires_in: int | None = None,
         idempotency_key: str | None = None,
     ) -> Steps[dict]:
-        """Ask the reviewers something Oversight does not execute: a question, a sign-off
-        (neither ``answer_schema`` nor ``choices``), data valid against ``answer_schema``,
-        or one of ``choices``. ``context`` is markdown. The run waits until it is answered
-        (``answer``) or ``expires_in`` seconds have passed."""
+        """Ask the reviewers something Oversight does not execute, of one ``kind``:
+        ``"question"`` (answered in words), ``"sign_off"`` (signed off or rejected),
+        ``"choice"`` (one of ``choices``) or ``"data"`` (valid against ``answer_schema``).
+        Without a kind: a choice with ``choices``, data with an ``answer_schema``, else a
+        sign-off; a kind they contradict is refused (``InvalidRequest``). ``context`` is
+        markdown. The run waits until it is answered (``answer``) or ``expires_in``
+        seconds have passed."""
         body = given(
             prompt=prompt,
+            kind=kind,
             context=context,
             answer_schema=answer_schema,
             choices=choices,
@@ -262,10 +268,12 @@ class Core:
         return REQUESTS.read(self.endpoint, request_id, wait, version)
 
     def answer(self, request_id: int, *, timeout: float | None = None) -> Steps[dict]:
-        """Wait for the request's answer and return it: ``{kind, by, at, comment, data}``
-        (``kind`` approve, answer or choose; ``data`` the answer's data or the choice).
-        Raises ``Rejected`` (``reason``), ``Expired`` or ``Cancelled``; after ``timeout``
-        (default: ``wait_timeout``) withdraws the request and raises ``WaitTimedOut``."""
+        """Wait for the request's answer and return it: ``{request_kind, kind, by, at,
+        comment, data}``: ``request_kind`` what was asked; ``kind`` approve (a sign-off),
+        choose (a choice, ``data`` the chosen string) or answer (a question, ``data`` the
+        text; or data, ``data`` valid against the schema). Raises ``Rejected``
+        (``reason``), ``Expired`` or ``Cancelled``; after ``timeout`` (default:
+        ``wait_timeout``) withdraws the request and raises ``WaitTimedOut``."""
         request = yield from REQUESTS.wait(self.endpoint, request_id, self._timeout(timeout))
         return request["answer"]
 

@@ -10,9 +10,17 @@ from pydantic import Field
 from runs.models import HumanRequest, Run
 from runs.services import requests as service
 
+RequestKind = Literal["question", "sign_off", "choice", "data"]
+
 
 class RequestIn(Schema):
     prompt: str = Field(min_length=1, max_length=service.PROMPT_CHARS)
+    kind: RequestKind | None = Field(
+        default=None,
+        description="What is asked: question (answered in words), sign_off (signed off or "
+        "rejected), choice (one of choices) or data (valid against answer_schema). "
+        "Default: choice with choices, data with an answer_schema, else sign_off.",
+    )
     context: str = Field(
         default="",
         max_length=service.CONTEXT_CHARS,
@@ -20,14 +28,15 @@ class RequestIn(Schema):
     )
     answer_schema: dict[str, Any] | None = Field(
         default=None,
-        description="A JSON Schema the answer's data must be valid against; $ref only "
-        "within the schema. Not with choices.",
+        description="For data: a JSON Schema the answer's data must be valid against; "
+        "$ref only within the schema.",
     )
     choices: list[str] | None = Field(
         default=None,
         min_length=1,
         max_length=service.CHOICES_MAX,
-        description="Distinct strings of 1 to 200 characters: the reviewer picks one.",
+        description="For a choice: distinct strings of 1 to 200 characters, the "
+        "reviewer picks one.",
     )
     external_id: str = Field(default="", max_length=service.EXTERNAL_ID_CHARS)
     expires_in: int | None = Field(
@@ -39,13 +48,18 @@ class RequestIn(Schema):
 
 
 class AnswerOut(Schema):
-    kind: Literal["approve", "reject", "answer", "choose"]
+    request_kind: RequestKind = Field(description="The kind of the request answered.")
+    kind: Literal["approve", "reject", "answer", "choose"] = Field(
+        description="What the reviewer did: approve (a sign-off), choose (a choice), answer "
+        "(a question or data), or reject (any kind, comment the reason)."
+    )
     by: str = Field(description="The reviewer's username.")
     at: datetime
     comment: str
     data: Any = Field(
         default=None,
-        description="The data for answer, the chosen string for choose, null otherwise.",
+        description="For answer, a question's text or a data request's data; for choose, "
+        "the chosen string; null otherwise.",
     )
 
 
@@ -54,6 +68,7 @@ class RequestOut(Schema):
     run: int
     external_id: str
     prompt: str
+    kind: RequestKind
     context: str
     answer_schema: dict[str, Any] | None
     choices: list[str] | None
@@ -79,6 +94,7 @@ FIELDS = [
     "id",
     "external_id",
     "prompt",
+    "kind",
     "context",
     "answer_schema",
     "choices",

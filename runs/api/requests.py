@@ -1,5 +1,5 @@
-"""The agent API's human requests: ask a question or a sign-off that Oversight does not
-execute, wait for the answer (long-poll, or the feed), look a request up by the
+"""The agent API's human requests: ask a question, a sign-off, a choice or data that
+Oversight does not execute, wait for the answer (long-poll, or the feed), look a request up by the
 agent's own name for it, withdraw it. Found only within the token's own sessions, as
 every endpoint (``runs.api.endpoints``): another agent's request is a 404."""
 
@@ -35,8 +35,10 @@ def own_request(request, pk: int) -> HumanRequest:
     tags=["requests"],
 )
 def ask(request, pk: int, body: RequestIn):
-    """Ask people a question or a sign-off: the run waits (needs_input) until the
-    request is answered, rejected, expired or withdrawn. A repeat naming an
+    """Ask people a question, a sign-off, a choice or data (``kind``; without it, a
+    choice with ``choices``, data with an ``answer_schema``, else a sign-off; a kind its
+    fields contradict is a 422): the run waits (needs_input) until the request is
+    answered, rejected, expired or withdrawn. A repeat naming an
     ``external_id`` this token gave a request of the same run asking the same thing
     answers 200 with it; anything else by that name is a 409."""
     asked = service.ask(
@@ -44,6 +46,7 @@ def ask(request, pk: int, body: RequestIn):
         prompt=body.prompt,
         actor=agent(request),
         token=token(request),
+        kind=body.kind,
         context=body.context,
         answer_schema=body.answer_schema,
         choices=body.choices,

@@ -16,6 +16,17 @@ class RequestStatus(models.TextChoices):
     CANCELLED = "cancelled"
 
 
+class RequestKind(models.TextChoices):
+    """What the agent asks for, which sets the reviewer's controls and the answer's
+    shape: a question (an answer in words), a sign-off (sign off, or reject), a choice
+    (one of its choices) or data (valid against its JSON Schema)."""
+
+    QUESTION = "question"
+    SIGN_OFF = "sign_off", "Sign-off"
+    CHOICE = "choice"
+    DATA = "data"
+
+
 class AnswerKind(models.TextChoices):
     """What the reviewer did: signed off, refused (with a reason), answered with data
     that fits the request's schema, or chose one of its choices."""
@@ -27,21 +38,26 @@ class AnswerKind(models.TextChoices):
 
 
 class HumanRequest(models.Model):
-    """A question or a sign-off an agent asks of people, which Oversight does not
-    execute: a prompt, what the answer must look like (a JSON Schema, or choices), and
-    context. Its run waits (``needs_input``) until it is answered, refused, expired or
-    withdrawn. Status changes only through ``runs.transitions``; ``version`` lets an
-    agent long-poll it."""
+    """A question, a sign-off, a choice or data an agent asks of people, which Oversight
+    does not execute: a prompt, its kind, what the answer must look like (choices for a
+    choice, a JSON Schema for data), and context. Its run waits (``needs_input``) until
+    it is answered, refused, expired or withdrawn. Status changes only through
+    ``runs.transitions``; ``version`` lets an agent long-poll it."""
 
     Status = RequestStatus
+    Kind = RequestKind
     AnswerKind = AnswerKind
 
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="requests")
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="requests")
     external_id = models.CharField(max_length=200, blank=True, default="")
     prompt = models.TextField()
+    kind = models.CharField(max_length=8, choices=RequestKind.choices)
     context = models.TextField(blank=True, default="", help_text="Markdown, shown escaped.")
     answer_schema = models.JSONField(null=True, blank=True)
+    # The schema's properties in the order the agent gave them, which its form follows:
+    # PostgreSQL's jsonb keeps an object's keys in an order of its own (shortest first).
+    property_order = models.JSONField(null=True, blank=True)
     choices = models.JSONField(null=True, blank=True)
     # The token that asked: a person it acts for may not answer (four eyes).
     asked_by_token = models.ForeignKey(
@@ -67,6 +83,31 @@ class HumanRequest(models.Model):
     class Meta:
         constraints = [
             choices_constraint("status", RequestStatus, "request_status_valid"),
+            # Choices make a choice and a schema data; a question and a sign-off have
+            # neither: what a request asks can be read from its kind alone.
+            models.CheckConstraint(
+                condition=models.Q(
+                    kind=RequestKind.CHOICE, choices__isnull=False, answer_schema__isnull=True
+                )
+                | models.Q(kind=RequestKind.DATA, choices__isnull=True, answer_schema__isnull=False)
+                | models.Q(
+                    kind__in=[RequestKind.QUESTION, RequestKind.SIGN_OFF],
+                    choices__isnull=True,
+                    answer_schema__isnull=True,
+                ),
+                name="request_kind_fits_its_shape",
+            ),
+            # The answer is the kind's own: signed off, chosen, or answered (in words or
+            # with data); any of them may be rejected.
+            models.CheckConstraint(
+                condition=models.Q(answer_kind__in=["", AnswerKind.REJECT])
+                | models.Q(kind=RequestKind.SIGN_OFF, answer_kind=AnswerKind.APPROVE)
+                | models.Q(kind=RequestKind.CHOICE, answer_kind=AnswerKind.CHOOSE)
+                | models.Q(
+                    kind__in=[RequestKind.QUESTION, RequestKind.DATA], answer_kind=AnswerKind.ANSWER
+                ),
+                name="request_answer_fits_its_kind",
+            ),
             models.CheckConstraint(
                 condition=models.Q(answer_kind="") | models.Q(answer_kind__in=AnswerKind.values),
                 name="request_answer_kind_valid",

@@ -1,9 +1,13 @@
-"""Human requests: a question or a sign-off an agent asks of people, which Oversight
-does not execute. Asking makes the run wait (needs_input); a reviewer answers it
-(approve, reject with a reason, answer with data valid against its JSON Schema, or
-choose one of its choices), or it expires, or the agent withdraws it, or its run ends.
-Each change is a checkpoint of the run (``runs.transitions``), read by the agent by
-long-poll or through its feed.
+"""Human requests: a question, a sign-off, a choice or data an agent asks of people,
+which Oversight does not execute. Asking makes the run wait (needs_input); a reviewer
+answers it (a question in words, a sign-off signed off, a choice with one of its
+choices, data valid against its JSON Schema; any of them may be rejected with a reason),
+or it expires, or the agent withdraws it, or its run ends. Each change is a checkpoint
+of the run (``runs.transitions``), read by the agent by long-poll or through its feed.
+
+A request's kind says what it asks; an agent that names none keeps what asking meant
+before kinds (choices a choice, a schema data, neither a sign-off), and one whose kind
+contradicts its choices or schema is refused rather than guessed at.
 
 The rules of an answer, checked in one transaction under the run lock: the reviewer
 holds the decide permission in the project and has no interest in the request (four
@@ -50,10 +54,19 @@ CHOICES_MAX = 20
 CHOICE_CHARS = 200
 EXTERNAL_ID_CHARS = 200
 COMMENT_CHARS = 4000
+TEXT_ANSWER_CHARS = 20_000
 EXPIRES_IN_MIN = 60
 EXPIRES_IN_MAX = 30 * 24 * 3600
 Kind = HumanRequest.AnswerKind
+Asks = HumanRequest.Kind
 Status = HumanRequest.Status
+# The answer that accepts each kind of request; a rejection (with a reason) fits any.
+ACCEPTED_BY = {
+    Asks.QUESTION: Kind.ANSWER,
+    Asks.SIGN_OFF: Kind.APPROVE,
+    Asks.CHOICE: Kind.CHOOSE,
+    Asks.DATA: Kind.ANSWER,
+}
 
 
 def ask(
@@ -62,6 +75,7 @@ def ask(
     prompt: str,
     actor: Actor,
     token: AgentToken | None = None,
+    kind: str | None = None,
     context: str = "",
     answer_schema: dict | None = None,
     choices: list[str] | None = None,
@@ -70,9 +84,12 @@ def ask(
     now: datetime | None = None,
 ) -> tuple[HumanRequest, bool]:
     """Ask people ``prompt`` on behalf of ``run``'s agent: the run waits (needs_input)
-    until the request ends. Returns the request and whether it is new: a repeat with an
-    ``external_id`` the token already gave a request of the same run asking the same
-    thing returns that request, whatever happened since (``runs.services.identity``)."""
+    until the request ends. ``kind``: what it asks (``RequestKind``); without one, what
+    ``choices`` or ``answer_schema`` make it, else a sign-off. Returns the request and
+    whether it is new: a repeat with an ``external_id`` the token already gave a request
+    of the same run asking the same thing returns that request, whatever happened since
+    (``runs.services.identity``)."""
+    kind = kind_of_request(kind, answer_schema, choices)
     _validate(prompt, context, answer_schema, choices, external_id, expires_in)
     now = now or db_now()
     expires_at = now + (
@@ -80,10 +97,12 @@ def ask(
     )
     asked = {
         "prompt": prompt,
+        "kind": kind,
         "context": context,
         "answer_schema": answer_schema,
         "choices": choices,
     }
+    order = property_order(answer_schema)
 
     def describes(existing: HumanRequest) -> bool:
         return existing.run_id == run.pk and all(
@@ -91,7 +110,8 @@ def ask(
         )
 
     def create() -> tuple[HumanRequest, bool]:
-        return _create(run, asked, actor, token, external_id, expires_at), True
+        stored = asked | {"property_order": order}
+        return _create(run, stored, actor, token, external_id, expires_at), True
 
     return named(
         HumanRequest,
@@ -136,6 +156,36 @@ def decision_timeout(run: Run) -> timedelta:
     return (default and default.decision_timeout) or settings.OVERSIGHT_DECISION_TIMEOUT
 
 
+def property_order(answer_schema) -> list[str] | None:
+    """The names of ``answer_schema``'s properties as the agent ordered them, read
+    before the database reorders them."""
+    properties = answer_schema.get("properties") if isinstance(answer_schema, dict) else None
+    return list(properties) if isinstance(properties, dict) else None
+
+
+def kind_of_request(kind: str | None, answer_schema, choices) -> str:
+    """What the request asks: ``kind`` if its choices and schema fit it, or (without a
+    kind) what they make it, as before kinds: choices a choice, a schema data, neither a
+    sign-off. A contradiction is refused naming the field at fault, never guessed at."""
+    if kind is None:
+        if choices is not None:
+            return Asks.CHOICE
+        return Asks.SIGN_OFF if answer_schema is None else Asks.DATA
+    if kind not in Asks.values:
+        raise InvalidInput(f"kind: one of {', '.join(Asks.values)}, not {kind!r}")
+    if kind == Asks.CHOICE and choices is None:
+        raise InvalidInput("choices: a choice needs its choices")
+    if kind == Asks.DATA and answer_schema is None:
+        raise InvalidInput("answer_schema: data needs the JSON Schema it must be valid against")
+    if choices is not None and kind != Asks.CHOICE:
+        raise InvalidInput(f"choices: only a choice has choices, not a {Asks(kind).label.lower()}")
+    if answer_schema is not None and kind != Asks.DATA:
+        raise InvalidInput(
+            f"answer_schema: only data has an answer_schema, not a {Asks(kind).label.lower()}"
+        )
+    return kind
+
+
 def _validate(prompt, context, answer_schema, choices, external_id, expires_in) -> None:
     if not prompt.strip() or len(prompt) > PROMPT_CHARS:
         raise InvalidInput(f"prompt: 1 to {PROMPT_CHARS} characters, not blank")
@@ -178,11 +228,7 @@ def answer_validator(schema) -> jsonschema_rs.Validator:
 
 def allowed_kinds(request: HumanRequest) -> tuple[str, str]:
     """What a reviewer may do with ``request``: its one way to accept, or reject."""
-    if request.choices is not None:
-        return Kind.CHOOSE, Kind.REJECT
-    if request.answer_schema is not None:
-        return Kind.ANSWER, Kind.REJECT
-    return Kind.APPROVE, Kind.REJECT
+    return ACCEPTED_BY[request.kind], Kind.REJECT
 
 
 def answer(
@@ -196,8 +242,9 @@ def answer(
     now: datetime | None = None,
 ) -> HumanRequest:
     """Record ``reviewer``'s answer of ``kind`` to ``request`` as they saw it at
-    ``version``. ``data``: the answer (for ``answer``) or the choice (for ``choose``);
-    ``comment``: optional, except the reason a rejection needs."""
+    ``version``. ``data``: the answer (for ``answer``: the text of a question, the data
+    of a data request) or the choice (for ``choose``); ``comment``: optional, except the
+    reason a rejection needs."""
     if kind not in allowed_kinds(request):
         allowed = " or ".join(allowed_kinds(request))
         raise InvalidInput(f"kind: this request is answered by {allowed}, not {kind}")
@@ -214,11 +261,15 @@ def answer(
 
 
 def _checked_data(request: HumanRequest, kind: str, data: Any) -> Any:
-    """What the answer stores: the data, valid against the schema; the choice, one of
-    the request's; nothing for approve and reject."""
+    """What the answer stores: a question's text; the data, valid against the schema;
+    the choice, one of the request's; nothing for approve and reject."""
     if kind == Kind.CHOOSE:
         if data not in request.choices:
             raise InvalidInput("data: choose one of the request's choices")
+        return data
+    if kind == Kind.ANSWER and request.kind == Asks.QUESTION:
+        if not isinstance(data, str) or not data.strip() or len(data) > TEXT_ANSWER_CHARS:
+            raise InvalidInput(f"data: an answer in words, 1 to {TEXT_ANSWER_CHARS} characters")
         return data
     if kind == Kind.ANSWER:
         problems = [
@@ -261,7 +312,7 @@ def _record_answer(request, reviewer, kind, version, data, comment, now) -> Huma
         actor=actor,
         reason=comment or Kind(kind).label,
         changes=changes,
-        detail={"answer": _answer(kind, reviewer, now, comment, data)},
+        detail={"answer": _answer(current.kind, kind, reviewer, now, comment, data)},
     )
     settle_wait(run, actor)
     request.refresh_from_db()
@@ -273,6 +324,7 @@ def describe_answer(request: HumanRequest) -> dict | None:
     if not request.answer_kind:
         return None
     return _answer(
+        request.kind,
         request.answer_kind,
         request.answered_by,
         request.answered_at,
@@ -281,8 +333,11 @@ def describe_answer(request: HumanRequest) -> dict | None:
     )
 
 
-def _answer(kind: str, reviewer, at: datetime, comment: str, data: Any) -> dict:
+def _answer(asked: str, kind: str, reviewer, at: datetime, comment: str, data: Any) -> dict:
+    """``kind`` is what the reviewer did, ``request_kind`` what was asked: a question's
+    text and a data request's data are both answers, told apart by the latter."""
     return {
+        "request_kind": asked,
         "kind": kind,
         "by": reviewer.get_username(),
         "at": at.isoformat(),

@@ -37,7 +37,7 @@ _OPERATION_ROW = (
     "required_approvals",
     "proposed_by_token__owner",
 )
-_REQUEST_ROW = (*_ROW, "prompt", "choices", "answer_schema", "asked_by_token__owner")
+_REQUEST_ROW = (*_ROW, "prompt", "kind", "choices", "asked_by_token__owner")
 
 # How many approvals that count each queued operation has (its two-person progress).
 _approvals_counted = (

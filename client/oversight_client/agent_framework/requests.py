@@ -3,8 +3,10 @@ request's answer as the response the workflow declared (its ``response_type``).
 
 - a ``bool`` response is a sign-off: True once signed off, False if rejected or expired;
 - an ``Enum`` or ``Literal`` of strings offers its values as choices;
-- any other type (``str``, ``int``, a dataclass, a pydantic model…) asks for data valid
-  against its JSON Schema, and the answer is validated into that type.
+- a ``str`` is a question, answered in words;
+- any other type (``int``, a dataclass, a pydantic model…) asks for data valid against
+  its JSON Schema (a question, if it has none), and the answer is validated into that
+  type.
 
 The request's data is the prompt if it is a string, or if it has a ``prompt`` or
 ``question`` string field (its other fields are the context); otherwise it is shown as
@@ -23,7 +25,7 @@ from typing import Any
 from agent_framework import Content, WorkflowEvent
 from pydantic import TypeAdapter
 
-from oversight_client.asking import TEXT, within_limits
+from oversight_client.asking import within_limits
 from oversight_client.told import as_text
 
 ASKER = "The agent's workflow"
@@ -44,13 +46,19 @@ def ask_for(event: WorkflowEvent) -> dict:
     if is_tool_approval(event.data):
         call = event.data.function_call
         prompt = f"Allow the agent's call to {call.name}?"
-        return within_limits({"prompt": prompt, "context": block(call.parse_arguments())}, ASKER)
-    asked = described(event.data)
-    response_type = event.response_type
-    if response_type is not bool:
-        offered = choices_of(response_type)
-        asked |= {"choices": offered} if offered else {"answer_schema": schema_of(response_type)}
-    return within_limits(asked, ASKER)
+        context = block(call.parse_arguments())
+        return within_limits({"prompt": prompt, "kind": "sign_off", "context": context}, ASKER)
+    return within_limits(described(event.data) | kind_of(event.response_type), ASKER)
+
+
+def kind_of(response_type: Any) -> dict:
+    """The kind of request (and its choices or schema) that ``response_type`` asks for."""
+    if response_type is bool:
+        return {"kind": "sign_off"}
+    if offered := choices_of(response_type):
+        return {"kind": "choice", "choices": offered}
+    schema = None if response_type is str else schema_of(response_type)
+    return {"kind": "question"} if schema is None else {"kind": "data", "answer_schema": schema}
 
 
 def response_for(event: WorkflowEvent, request: dict) -> Any:
@@ -118,12 +126,12 @@ def choices_of(response_type: Any) -> list[str] | None:
     return values if all(isinstance(value, str) for value in values) else None
 
 
-def schema_of(response_type: Any) -> dict:
-    """The JSON Schema of the answer; any text if the type has none."""
+def schema_of(response_type: Any) -> dict | None:
+    """The JSON Schema of the answer, or None if the type has none."""
     try:
         return TypeAdapter(response_type).json_schema()
     except Exception:
-        return TEXT
+        return None
 
 
 def named(event: WorkflowEvent) -> str:
