@@ -259,6 +259,12 @@ class Action:
         """Whether "absent" rules out a late effect of an earlier attempt (see above)."""
         return self.in_database
 
+    def gist(self, args: Any) -> str:
+        """What this call would do, in one line read from its arguments alone (the target
+        is not read): each row of the queue shows it, so it is worked out once, when the
+        operation is proposed or edited, never per page. "": the action's name says it."""
+        return ""
+
     def describe(self, args: Any) -> dict[str, str]:
         """Plain-language precondition and rollback plan, shown to reviewers."""
         return {"precondition": "", "rollback": ""}

@@ -87,6 +87,13 @@ class SendEmail(Action):
     description = "Send an email; it cannot be unsent, so a failed verification alerts a person."
     checks = "Every recipient is in a domain the server allows (OVERSIGHT_EMAIL_ALLOWED_DOMAINS)."
 
+    def gist(self, args: EmailArguments) -> str:
+        people, domains = len(args.to), len({to.rsplit("@", 1)[1].lower() for to in args.to})
+        return (
+            f"email to {people} recipient{'' if people == 1 else 's'} at {domains} "
+            f"domain{'' if domains == 1 else 's'}: {args.subject}"
+        )
+
     def describe(self, args: EmailArguments) -> dict[str, str]:
         return {
             "precondition": "Every recipient is in an allowed domain.",

@@ -520,6 +520,11 @@ class FileWrite(Action):
         """The project's folder: a slow disk holds that project's writes only."""
         return f"{self.name} project {project_id}"
 
+    def gist(self, args: FileWriteArguments) -> str:
+        lines = len(args.content.splitlines())
+        what = "new file" if args.expected_sha256 is None else "replaces the file"
+        return f"write {args.path} ({what}, {lines} line{'' if lines == 1 else 's'})"
+
     def describe(self, args: FileWriteArguments) -> dict[str, str]:
         before = (
             f"still has sha256 {args.expected_sha256[:12]}…"

@@ -372,6 +372,9 @@ class HttpRequest(Action):
         except (KeyError, TypeError, ValueError):  # Not a URL: the call fails on its own.
             return self.name
 
+    def gist(self, args: HttpRequestArguments) -> str:
+        return f"{args.method} {args.url}"
+
     def describe(self, args: HttpRequestArguments) -> dict[str, str]:
         pre = args.precondition
         return {

@@ -66,6 +66,11 @@ class LedgerTransfer(Action):
     )
     in_database = True
 
+    def gist(self, args: TransferArguments) -> str:
+        floor = args.require_balance_above
+        kept = f", keeping {args.source} above {floor:,.2f}" if floor is not None else ""
+        return f"{args.source} → {args.target}: {args.amount:,.2f}{kept}"
+
     def describe(self, args: TransferArguments) -> dict[str, str]:
         floor = args.require_balance_above
         condition = f"{args.source} holds at least {args.amount}"

@@ -40,6 +40,18 @@ def lane_of(action_name: str, arguments: dict, project_id: int) -> str:
     return lane[: Operation._meta.get_field("lane").max_length]
 
 
+def gist_of(action_name: str, arguments: dict) -> str:
+    """What an operation would do, in one line (``Action.gist``), cut to fit: "" for an
+    action not registered here, or arguments that do not fit its schema."""
+    action = get_action(action_name)
+    try:
+        gist = action.gist(parse_arguments(action, arguments)) if action else ""
+    except InvalidInput:
+        return ""
+    most = Operation._meta.get_field("gist").max_length
+    return gist if len(gist) <= most else f"{gist[: most - 1]}…"
+
+
 def parse_arguments(action: Action, arguments: dict):
     """Validate arguments against the action's schema; ``InvalidInput`` names each field."""
     try:

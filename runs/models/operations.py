@@ -76,6 +76,8 @@ class Operation(models.Model):
     # The target the effect waits on (``Action.lane``), kept with the arguments: a
     # worker claims nothing of a lane that is full or whose target stopped answering.
     lane = models.CharField(max_length=300, blank=True, default="")
+    # What it would do, in one line, from its arguments (``Action.gist``): the queue's row.
+    gist = models.CharField(max_length=200, blank=True, default="")
     required_approvals = models.PositiveSmallIntegerField()
     approval_rule = models.CharField(
         max_length=300, blank=True, help_text="The policy rule that set risk and approvals."

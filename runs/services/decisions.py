@@ -14,7 +14,7 @@ from operator import attrgetter
 
 from django.db import transaction
 
-from runs.actions.registry import check_proposal, lane_of
+from runs.actions.registry import check_proposal, gist_of, lane_of
 from runs.actors import Actor
 from runs.canonical import json_hash
 from runs.clock import db_now
@@ -148,8 +148,12 @@ def _approve(run, operation, reviewer, kind, comment, arguments, actor, seen, no
         if decided_hash == operation.arguments_hash:
             kind, arguments = Decision.Kind.APPROVE, None
         else:
-            lane = lane_of(operation.action, arguments, operation.project_id)
-            changes = {"arguments": arguments, "arguments_hash": decided_hash, "lane": lane}
+            changes = {
+                "arguments": arguments,
+                "arguments_hash": decided_hash,
+                "lane": lane_of(operation.action, arguments, operation.project_id),
+                "gist": gist_of(operation.action, arguments),
+            }
     # The policy judges the edited arguments too: an edit can raise the risk and the
     # count (and then the decision waits for more people), never lower them.
     needed = requirement_after_edit(operation, arguments if changes else operation.arguments)

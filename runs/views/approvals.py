@@ -33,6 +33,7 @@ _OPERATION_ROW = (
     *_ROW,
     "risk",
     "action",
+    "gist",
     "summary",
     "required_approvals",
     "proposed_by_token__owner",

@@ -203,3 +203,21 @@ def test_a_long_queue_says_what_changed_of_all_that_waits(
         decide_on(second, reviewer2, "reject", comment="Not now.")
     expect(page.locator(f"#op-{fourth.pk}")).to_be_visible()
     expect(page.locator("#queue-status")).to_have_text("1 removed, 1 new, 2 items waiting")
+
+
+@pytest.mark.parametrize("width, height", [(1280, 800), (390, 844)])
+def test_each_row_says_what_its_operation_would_do(page, reviewer, propose, width, height):
+    """Two transfers from one account read apart without opening them; on a phone the
+    whole card opens the operation, not only its first line."""
+    page.set_viewport_size({"width": width, "height": height})
+    small = propose("call-1", arguments={"from": "operating", "to": "acme", "amount": "1250"})
+    propose("call-2", arguments={"from": "operating", "to": "payroll", "amount": "75000"})
+    sign_in(page, reviewer)
+    page.goto("/approvals/")
+    gists = page.locator("table.queue .gist")
+    expect(gists).to_have_text(["operating → acme: 1,250.00", "operating → payroll: 75,000.00"])
+    row = page.locator(f"#op-{small.pk}")
+    if width < 640:  # A tap on the card's last line, where no text is a link.
+        box = row.locator("td[data-label=Project]").bounding_box()
+        page.mouse.click(box["x"] + box["width"] - 5, box["y"] + box["height"] / 2)
+        expect(page).to_have_url(re.compile(rf"/operations/{small.pk}/$"))
