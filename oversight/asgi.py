@@ -30,7 +30,7 @@ from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.wsgi import WSGIHandler
 from django.template.loader import get_template
-from django.urls import get_resolver, reverse
+from django.urls import reverse
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oversight.settings")
 
@@ -95,8 +95,7 @@ def warm_up() -> None:
     (100,000, Django's and ours), 50 ms added to one page; frozen, they are left out of
     its passes (gc.freeze, as Python's documentation advises for servers), which then
     take a few milliseconds."""
-    get_resolver().url_patterns
-    reverse("home")  # Links: the names of every page, read from the URLconf once.
+    reverse("home")  # Imports the URLconf, and reads every page's name from it once.
     for directory in settings.TEMPLATES[0]["DIRS"]:
         for template in Path(directory).rglob("*.html"):
             get_template(template.relative_to(directory).as_posix())

@@ -567,7 +567,9 @@ def test_the_queue_says_what_answer_each_request_asks_for(client, ask, reviewer)
     client.force_login(reviewer)
     queue = client.get("/approvals/").text
     for answer, human in asked.items():
-        assert re.search(rf'<tr id="request-{human.pk}".*?data-label="Answer">{answer}<', queue, re.S)
+        assert re.search(
+            rf'<tr id="request-{human.pk}".*?data-label="Answer">{answer}<', queue, re.S
+        )
 
 
 def test_filtering_by_action_or_risk_hides_requests(client, ask, reviewer):

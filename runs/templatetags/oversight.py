@@ -50,7 +50,9 @@ def agent_name(session) -> str:
         return session.agent
     if session.agent == token.name:
         return token.name
-    return format_html('{} <span class="muted">(calls itself “{}”)</span>', token.name, session.agent)
+    return format_html(
+        '{} <span class="muted">(calls itself “{}”)</span>', token.name, session.agent
+    )
 
 
 @register.filter
