@@ -12,15 +12,16 @@ def validate_time_zone(value: str) -> None:
 
 class Preferences(models.Model):
     """A person's settings: the time zone pages show times in, whether they get batched
-    emails about new operations waiting for their decision, and whether single keys
-    act on the queue and operation pages."""
+    emails about new operations and requests waiting for their decision, and whether
+    single keys act on the queue and operation pages."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oversight_preferences"
     )
     time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
     notify_pending = models.BooleanField(
-        default=True, help_text="Email me, batched, when operations wait for my decision."
+        default=True,
+        help_text="Email me, batched, when operations or requests wait for my decision.",
     )
     # Single keys (WCAG 2.1.4 asks that they can be turned off): a, r, n, q, j.
     shortcuts = models.BooleanField(
@@ -47,15 +48,25 @@ class Preferences(models.Model):
         return cls.objects.get_or_create(user=user)[0]
 
 
-class NotifiedOperation(models.Model):
-    """An operation an email to ``user`` listed, kept while it waits for a decision: the
-    next emails list only the others (``runs.engine.notifications`` says why a set and
-    not a watermark). Rows of operations decided since go at the user's next email."""
+class Notified(models.Model):
+    """Something an email to ``user`` listed, kept while it waits: the next emails list
+    only the others (``runs.engine.notifications`` says why a set and not a watermark).
+    One table per kind of item, each with a real key to what it names (its rows go with
+    it) and a unique index for the batch's "not listed yet"."""
 
-    # Indexed by the constraint below, which leads with it.
+    # Indexed by each table's unique constraint, which leads with it.
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
     )
+
+    class Meta:
+        abstract = True
+
+
+class NotifiedOperation(Notified):
+    """An operation an email listed. Rows of operations decided since go at the user's
+    next email."""
+
     operation = models.ForeignKey("runs.Operation", on_delete=models.CASCADE, related_name="+")
 
     class Meta:
@@ -67,3 +78,18 @@ class NotifiedOperation(models.Model):
 
     def __str__(self) -> str:
         return f"operation {self.operation_id} notified to user {self.user_id}"
+
+
+class NotifiedRequest(Notified):
+    """A human request an email listed. Rows of requests no longer open go at the user's
+    next email."""
+
+    request = models.ForeignKey("runs.HumanRequest", on_delete=models.CASCADE, related_name="+")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "request"], name="notified_request_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"request {self.request_id} notified to user {self.user_id}"
