@@ -1,12 +1,36 @@
 // Single-key shortcuts for reviewers (on unless turned off on the account page: WCAG
 // 2.1.4): on the queue, j focuses the next row and k the previous; on an operation, a
-// goes to Approve, or to the approval of an edit once it is previewed (its typed
-// confirmation first, if it has one: an irreversible call is never approved by a key),
-// r opens Reject with the focus in its reason, n opens the next operation waiting in
-// the queue's order and k the one before, q goes back to the queue. Never inside a
-// field, never with a modifier key.
+// goes to Approve in the decision bar, or to the approval of an edit once it is
+// previewed (its typed confirmation first, if it has one: an irreversible call is never
+// approved by a key; under "Approve anyway" when the preview says it would fail), r
+// opens Reject with the focus in its reason, e opens the editor with the focus in it,
+// n opens the next operation waiting in the queue's order and k the one before, q goes
+// back to the queue. Never inside a field, never with a modifier key.
+//
+// Whatever the setting, the decision bar's links (Reject, Edit, and Approve when it
+// needs more than a click) open what folds the field they name and put the focus in it:
+// a link alone scrolls to a field without focusing it.
 (function () {
   "use strict";
+
+  // ``target`` (if any), with the <details> that folds it opened.
+  function reveal(target) {
+    const folded = target && target.closest("details");
+    if (folded) folded.open = true;
+    return target;
+  }
+
+  const bar = document.getElementById("decision-bar");
+  if (bar) {
+    bar.addEventListener("click", function (event) {
+      const link = event.target.closest("a[href^='#']");
+      const target = link && reveal(document.getElementById(link.hash.slice(1)));
+      if (!target) return;
+      event.preventDefault();
+      target.focus();
+    });
+  }
+
   if (document.body.dataset.shortcuts !== "on") return;
 
   function typing(target) {
@@ -35,13 +59,16 @@
     },
     a: function () {
       const form = document.querySelector("form.decision-approve, form.decision-edit");
-      return form && (form.querySelector("input[name=confirm]") || form.querySelector("button"));
+      if (!form) return null;
+      const confirm = form.querySelector("input[name=confirm]");
+      if (confirm) return reveal(confirm);
+      return document.querySelector("#decision-bar button") || reveal(form).querySelector("button");
     },
     r: function () {
-      const form = document.querySelector("form.decision-reject");
-      if (!form) return null;
-      form.closest("details").open = true;
-      return form.querySelector("textarea[name=comment]");
+      return reveal(document.querySelector("form.decision-reject textarea[name=comment]"));
+    },
+    e: function () {
+      return reveal(document.querySelector("form.editor textarea[name=arguments]"));
     },
     n: function () {
       return follow("next-operation");

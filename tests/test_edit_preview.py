@@ -14,6 +14,7 @@ from django.test import Client
 from runs.canonical import canonical_json, sha256_hex
 from runs.errors import PreviewChanged
 from runs.models import CheckpointArtifact, Decision, Operation
+from runs.preview_changes import digest
 from runs.services.previews import preview_hash, preview_of, stored_preview
 from tests.helpers import decide_on, page_of, refused, stored
 from tests.test_previews import readme, write  # noqa: F401 (a fixture)
@@ -115,6 +116,7 @@ def test_previewing_an_edit_shows_its_effect_and_records_nothing(as_reviewer, op
         "arguments_hash": op.arguments_hash,
         "preview_hash": preview_hash(preview_of(op, edited(op))),
         "arguments": json.dumps(edited(op), indent=2, sort_keys=True),
+        "seen": digest(preview_of(op, edited(op))),
     }
     assert "Approve the edited arguments" in page
     assert "Change the edit" in page
@@ -187,7 +189,7 @@ def test_an_edit_approved_on_a_moved_target_is_shown_again(as_reviewer, op, read
     response = as_reviewer.post(f"{page_of(op)}decide/", approval_form(page))
 
     assert response.status_code == 400
-    assert "is no longer what you saw: look again" in response.text
+    assert "The file README.md changed since you looked: it is no longer" in response.text
     assert stored() == before
     # The edit's effect as it is now, and its approval bound to that.
     assert "Run bin/setup &amp;&amp; bin/lint." in preview_shown(response.text)

@@ -157,7 +157,7 @@ def test_a_decision_on_a_preview_the_target_moved_past_is_refused(
         page_of(op) + "decide/", {"kind": "approve", "arguments_hash": op.arguments_hash, **seen}
     )
     assert response.status_code == 400
-    assert "is no longer what you saw: look again" in response.text
+    assert "What it would change is different from what you saw." in response.text
     assert stored() == before
     # The page shows the target as it is now, and its forms are bound to that.
     assert "Run bin/setup &amp;&amp; bin/test." in response.text

@@ -109,7 +109,7 @@ def test_approve_redirects_to_the_page_and_approves(as_reviewer, op):
     assert "Approved; a worker carries it out now." in as_reviewer.get(page_of(op)).text
 
 
-def test_reject_without_a_reason_is_refused_and_changes_nothing(as_reviewer, op):
+def test_reject_without_a_reason_is_refused_and_changes_nothing(as_reviewer, op, accounts):
     before = stored()
 
     response = post_decision(as_reviewer, op, "reject")

@@ -94,8 +94,7 @@ class LedgerTransfer(Action):
         if missing:
             why = f"there is no account {missing[0]!r} in this project"
         else:
-            why = shortfall(accounts[args.source], args.amount, floor)
-            why = f"{args.source} {why}" if why else ""
+            why = _unfunded(args.source, accounts[args.source], args.amount, floor)
         return Balances(rows, None if floor is None else str(floor), not why, why)
 
     def precondition(self, args: TransferArguments, ctx: Context) -> None:
@@ -165,6 +164,17 @@ def _balances(ctx: Context, args: TransferArguments) -> dict[str, Decimal]:
     """The balances of the transfer's accounts that exist in the project, by name."""
     project = ctx.operation.project_id
     return dict(_BALANCES.rows(project=project, source=args.source, target=args.target))
+
+
+def _unfunded(source: str, balance: Decimal, amount: Decimal, floor: Decimal | None) -> str:
+    """Why the preview says the transfer could not be made now (empty if it could); an
+    overdraft names the balance it would leave, which a reviewer would otherwise work
+    out from the table."""
+    why = shortfall(balance, amount, floor)
+    if not why:
+        return ""
+    left = f": it would leave {source} at {balance - amount}" if balance < amount else ""
+    return f"{source} {why}{left}"
 
 
 def shortfall(balance: Decimal, amount: Decimal, floor: Decimal | None) -> str:

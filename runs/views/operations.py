@@ -10,12 +10,13 @@ from django.views.decorators.http import require_GET, require_POST
 
 from runs import queue as waiting
 from runs.actions.registry import get_action, parse_arguments
-from runs.errors import InvalidInput, OversightError
+from runs.errors import InvalidInput, OversightError, PreviewChanged
 from runs.forms import DecisionForm, EditForm
 from runs.models import Decision, Operation
 from runs.paused_lanes import PausedLane, paused_lanes
 from runs.permissions import has_project_perm
 from runs.policies import explain
+from runs.preview_changes import digest, what_changed
 from runs.services.decisions import decide, own_interest
 from runs.services.previews import preview_hash, preview_of, stored_preview
 from runs.views.access import load_operation
@@ -44,6 +45,7 @@ def decide_view(request: HttpRequest, pk: int) -> HttpResponse:
     form = DecisionForm(
         request.POST, operation=operation, auto_id=_auto_id(request.POST.get("kind"))
     )
+    seen = None  # What the reviewer's page showed, if the target shows another now.
     if form.is_valid():
         data = form.cleaned_data
         try:
@@ -56,6 +58,8 @@ def decide_view(request: HttpRequest, pk: int) -> HttpResponse:
                 arguments=data["arguments"],
                 preview_hash=data["preview_hash"],
             )
+        except PreviewChanged:
+            seen = request.POST.get("seen", "")
         except InvalidInput as error:
             for problem in str(error).split("; "):
                 form.add_error(_field_of(problem), problem)
@@ -74,7 +78,7 @@ def decide_view(request: HttpRequest, pk: int) -> HttpResponse:
     edit = (
         _edit_in(request.POST, operation) if form.data.get("kind") == Decision.Kind.EDIT else None
     )
-    return _render(request, operation, bound=form, status=400, edit=edit)
+    return _render(request, operation, bound=form, status=400, edit=edit, seen=seen)
 
 
 @require_POST
@@ -185,9 +189,11 @@ def _render(
     bound: DecisionForm | None = None,
     status: int = 200,
     edit: EditForm | None = None,
+    seen: str | None = None,
 ):
     """The operation's page; ``bound`` is a decision refused, ``edit`` an edit to
-    preview (valid) or refused (not)."""
+    preview (valid) or refused (not), ``seen`` the digest of the preview the refused
+    decision was made on, when the target shows another now."""
     run = operation.run
     edited = edit.cleaned_data["arguments"] if edit is not None and edit.is_valid() else None
     if edited is None:
@@ -199,6 +205,7 @@ def _render(
     approvers = list(operation.decisions.counted_approvals().select_related("reviewer"))
     approval_rule, risk_raised_by = explain(operation)
     paused = _paused(operation)
+    shown = preview_hash(preview) if not seen_by else ""
     context = {
         "operation": operation,
         "paused": paused,
@@ -215,10 +222,9 @@ def _render(
         "decisions": decisions,
         "approvers": approvers,
         "checkpoints": operation.checkpoints.select_related("actor_user").order_by("seq"),
-        "can_decide": has_project_perm(request.user, operation.project, "decide_operation"),
-        "own_interest": own_interest(operation, request.user),
-        "already_approved": any(d.reviewer_id == request.user.pk for d in approvers),
-        "forms": _forms(operation, bound, preview_hash(preview) if not seen_by else "", edit),
+        **_deciding(request.user, operation, preview, shown, approvers, bound, edit),
+        "seen": digest(preview) if not seen_by else "",
+        "preview_changed": what_changed(seen, preview) if seen is not None else [],
         "editing": edited is not None,
         "editor": _editor(operation, edit) if edited is not None else None,
         "edit_diff": _diff(operation.arguments, edited) if edited is not None else [],
@@ -228,6 +234,31 @@ def _render(
         "bound_errors": bound_errors,
     }
     return render(request, "runs/operation.html", context, status=status)
+
+
+def _deciding(reviewer, operation, preview, shown, approvers, bound, edit) -> dict:
+    """What the page offers ``reviewer`` to decide with: the forms (bound to the preview
+    ``shown``, its hash), whether they may decide now (the decision bar is shown), the
+    approval the bar submits (the same as the page's), and whether the preview says the
+    effect cannot be made now (``doomed``: rejecting comes first)."""
+    can_decide = has_project_perm(reviewer, operation.project, "decide_operation")
+    conflict = own_interest(operation, reviewer)
+    already_approved = any(d.reviewer_id == reviewer.pk for d in approvers)
+    doomed = _doomed(preview)
+    found = _forms(operation, bound, shown, edit, doomed)
+    editing = edit is not None and edit.is_valid()
+    return {
+        "can_decide": can_decide,
+        "own_interest": conflict,
+        "already_approved": already_approved,
+        "forms": found,
+        "decidable": operation.status == Operation.Status.PROPOSED
+        and can_decide
+        and not conflict
+        and not already_approved,
+        "approval": found[Decision.Kind.EDIT if editing else Decision.Kind.APPROVE],
+        "doomed": doomed,
+    }
 
 
 def _refusal(bound: DecisionForm | None, edit: EditForm | None) -> tuple[str | None, list]:
@@ -251,14 +282,32 @@ def _preview(operation: Operation) -> tuple[dict | None, Decision | None]:
     return stored_preview(decision.preview_sha256), decision
 
 
+def _doomed(preview: dict | None) -> bool:
+    """The preview says the effect cannot be made as things stand: it could not be read,
+    the source cannot fund the transfer, the file is not the one the write expects, or
+    the mail would be refused. Rejecting is then what the page offers first."""
+    if preview is None:
+        return False
+    return (
+        preview["kind"] == "unavailable"
+        or (preview["kind"] == "balances" and not preview.get("holds", True))
+        or (preview["kind"] == "file" and not preview.get("as_expected", True))
+        or (preview["kind"] == "message" and bool(preview.get("refused")))
+    )
+
+
 def _forms(
-    operation: Operation, bound: DecisionForm | None, shown: str, edit: EditForm | None
+    operation: Operation,
+    bound: DecisionForm | None,
+    shown: str,
+    edit: EditForm | None,
+    doomed: bool,
 ) -> dict[str, forms.Form]:
     """One form per kind of decision, each bound to the arguments and the preview
     (``shown``, its hash) on the page; a form refused is shown again with what the
     reviewer wrote, bound to what the page shows now. An edit is previewed before it
     is approved: its form here is the editor, or, once previewed, the approval of the
-    edited arguments alone."""
+    edited arguments alone. Rejecting comes first when the effect is ``doomed``."""
     if edit is not None and edit.is_valid():
         return {Decision.Kind.EDIT: _approve_edit(operation, edit, bound, shown)}
     found = {}
@@ -270,6 +319,8 @@ def _forms(
         bound.data = bound.data.copy()
         bound.data["preview_hash"] = shown
         found[bound.data["kind"]] = bound
+    if doomed:
+        found = {Decision.Kind.REJECT: found.pop(Decision.Kind.REJECT), **found}
     return found
 
 

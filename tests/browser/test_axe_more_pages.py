@@ -84,7 +84,9 @@ def test_the_password_change_page_passes_axe(page, reviewer):
 
 
 @pytest.mark.parametrize("width", WIDTHS[1:])
-def test_a_reviewer_reaches_the_decision_controls_on_a_phone(page, reviewer, propose, width):
+def test_a_reviewer_reaches_the_decision_controls_on_a_phone(
+    page, reviewer, propose, width, accounts
+):
     op = propose()
     page.set_viewport_size({"width": width, "height": 844})
     sign_in(page, reviewer)

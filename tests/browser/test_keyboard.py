@@ -1,7 +1,9 @@
 """Deciding by keyboard alone: the Approve button is a Tab away and shows its focus; a
 refused decision focuses what to fix; single keys work the queue to empty on a phone,
-never inside a field, and can be turned off."""
+never inside a field, and can be turned off; each kind of decision costs a few keys,
+counted."""
 
+import json
 import re
 
 import pytest
@@ -27,7 +29,7 @@ FOCUSED = """() => {
 }"""
 
 
-def test_approve_button_is_reached_with_tab_and_shows_focus(page, reviewer, propose):
+def test_approve_button_is_reached_with_tab_and_shows_focus(page, reviewer, propose, accounts):
     op = propose()
     sign_in(page, reviewer)
     page.goto(f"/operations/{op.pk}/")
@@ -131,7 +133,7 @@ def test_a_reviewer_works_the_queue_to_empty_by_keyboard_on_a_phone(
     assert statuses == {"call-1": "approved", "call-2": "rejected", "call-3": "rejected"}
 
 
-def test_the_keys_do_nothing_inside_a_field_or_once_turned_off(page, reviewer, propose):
+def test_the_keys_do_nothing_inside_a_field_or_once_turned_off(page, reviewer, propose, accounts):
     op = propose()
     sign_in(page, reviewer)
     page.goto(f"/operations/{op.pk}/")
@@ -182,3 +184,72 @@ def test_n_and_k_walk_the_queue_forward_and_back(page, reviewer, propose):
     for key, then in [("n", second), ("n", third), ("n", first), ("k", third), ("k", second)]:
         page.keyboard.press(key)
         expect(page).to_have_url(re.compile(rf"/operations/{then.pk}/$"))
+
+
+class Keys:
+    """The keys a reviewer presses, counted (what they type is not: it is the
+    decision's content, not its cost)."""
+
+    def __init__(self, page) -> None:
+        self.page, self.pressed = page, 0
+
+    def press(self, *keys: str) -> None:
+        for key in keys:
+            self.page.keyboard.press(key)
+            self.pressed += 1
+
+    def type(self, text: str) -> None:
+        self.page.keyboard.type(text)
+
+    def spent(self) -> int:
+        """The keys pressed since the last call."""
+        spent, self.pressed = self.pressed, 0
+        return spent
+
+
+@pytest.mark.parametrize(
+    "size", [{"width": 1280, "height": 800}, {"width": 390, "height": 844}], ids=["1280", "390"]
+)
+def test_each_decision_costs_a_few_keys(page, reviewer, propose, accounts, size):
+    """From the queue, approving takes 4 keys (j, Enter to open, a, Enter), the next one
+    2 (it opens by itself: a, Enter), rejecting 3 and the reason (r, the reason, Tab,
+    Enter), editing and approving 6 and the arguments (e, Control+A, the arguments, Tab,
+    Enter to preview the edit, then a, Enter)."""
+    first, second, third, fourth = (propose(f"call-{n}") for n in range(1, 5))
+    page.set_viewport_size(size)
+    sign_in(page, reviewer)
+    page.goto("/approvals/")
+    keys = Keys(page)
+
+    keys.press("j", "Enter")
+    expect(page).to_have_url(re.compile(rf"/operations/{first.pk}/$"))
+    keys.press("a", "Enter")
+    expect(page).to_have_url(re.compile(rf"/operations/{second.pk}/$"))
+    assert keys.spent() == 4
+
+    keys.press("a", "Enter")
+    expect(page).to_have_url(re.compile(rf"/operations/{third.pk}/$"))
+    assert keys.spent() == 2
+
+    keys.press("r")
+    keys.type("Not this month.")
+    keys.press("Tab", "Enter")
+    expect(page).to_have_url(re.compile(rf"/operations/{fourth.pk}/$"))
+    assert keys.spent() == 3
+
+    keys.press("e", "Control+A")
+    keys.type(json.dumps({"from": "A", "to": "B", "amount": "90.00"}))
+    keys.press("Tab", "Enter")
+    expect(page.get_by_role("heading", name="What it would change with your edit")).to_be_visible()
+    keys.press("a", "Enter")
+    expect(page.locator(".messages")).to_have_text("Approved; a worker carries it out now.")
+    assert keys.spent() == 6
+
+    statuses = dict(Operation.objects.values_list("call_id", "status"))
+    assert statuses == {
+        "call-1": "approved",
+        "call-2": "approved",
+        "call-3": "rejected",
+        "call-4": "approved",
+    }
+    assert Operation.objects.get(call_id="call-4").arguments["amount"] == "90.00"
