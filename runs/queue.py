@@ -1,7 +1,9 @@
 """What waits for a reviewer: the operations and the human requests awaiting a decision
 in the projects where they decide, and the oldest of them, which the queue shows."""
 
-from runs.models import HumanRequest, Operation
+from django.db.models import Exists, OuterRef
+
+from runs.models import Decision, HumanRequest, Operation
 from runs.permissions import projects_with_perm
 
 # The queue shows this many operations a page, and as many requests, oldest first: a
@@ -15,6 +17,19 @@ def pending_for(user):
     return Operation.objects.filter(
         status=Operation.Status.PROPOSED,
         project__in=projects_with_perm(user, "decide_operation"),
+    )
+
+
+def approved_by(reviewer) -> Exists:
+    """Whether ``reviewer`` approved the operation (``OuterRef``) as it stands (on its
+    current arguments): it then waits for another reviewer, not for them."""
+    return Exists(
+        Decision.objects.filter(
+            operation=OuterRef("pk"),
+            reviewer=reviewer,
+            kind__in=Decision.APPROVING,
+            arguments_hash=OuterRef("arguments_hash"),
+        )
     )
 
 

@@ -1,5 +1,6 @@
 // Single-key shortcuts for reviewers (on unless turned off on the account page: WCAG
-// 2.1.4): on the queue, j focuses the next row and k the previous; on an operation, a
+// 2.1.4): on the queue, j focuses the next row and k the previous (passing over what
+// the reviewer approved, which waits for a second reviewer); on an operation, a
 // goes to Approve in the decision bar, or to the approval of an edit once it is
 // previewed (its typed confirmation first, if it has one: an irreversible call is never
 // approved by a key; under "Approve anyway" when the preview says it would fail), r
@@ -38,7 +39,8 @@
   }
 
   function row(step) {
-    const links = Array.from(document.querySelectorAll("#queue tr[id] a[id]"));
+    const rows = "#queue tbody:not(.seconds) tr[id] a[id]";
+    const links = Array.from(document.querySelectorAll(rows));
     const at = links.indexOf(document.activeElement);
     if (at === -1) return step > 0 ? links[0] : links[links.length - 1];
     return links[(at + step + links.length) % links.length];

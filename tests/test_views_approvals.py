@@ -12,6 +12,7 @@ from runs.queue import QUEUE_LIMIT
 from runs.services.requests import ask
 from runs.services.runs import open_session, start_run
 from tests.conftest import AGENT, make_user
+from tests.helpers import decide_on
 
 HTMX = {"HX-Request": "true"}
 
@@ -225,3 +226,29 @@ def links(page: str) -> dict[str, str]:
     """The queue's links to the pages before and after it, by ``rel``."""
     found = re.findall(r'<a href="([^"]*)" rel="(prev|next)"', page)
     return {rel: href for href, rel in found}
+
+
+def test_what_a_reviewer_approved_waits_apart_and_out_of_their_count(
+    client, propose, reviewer, reviewer2
+):
+    """Under a two-person rule, an operation a reviewer approved waits for someone
+    else: their queue lists it last, under its own heading, and does not count it as
+    waiting for them, while the second reviewer's queue still does."""
+    first, second, third = (propose(f"call-{n}") for n in range(3))
+    Operation.objects.filter(pk__in=[first.pk, third.pk]).update(required_approvals=2)
+    decide_on(first, reviewer)
+    client.force_login(reviewer)
+    page = client.get("/approvals/").text
+    assert "2 operations waiting for a decision" in page
+    assert "after them, 1 you approved, waiting for a second reviewer" in page
+    assert re.search(r'<span id="nav-pending"[^>]*>2</span>', page)
+    assert listed(page) == [second.pk, third.pk, first.pk]
+    seconds = page[page.index('<tbody class="seconds">') :]
+    assert f'<tr id="op-{first.pk}"' in seconds
+    assert "You approved it as it stands: a second reviewer must approve too." in seconds
+    assert "1 of 2" in seconds
+
+    client.force_login(reviewer2)
+    page = client.get("/approvals/").text
+    assert "3 operations waiting for a decision" in page
+    assert 'class="seconds"' not in page

@@ -16,6 +16,7 @@ from runs.permissions import projects_with_perm
 from runs.services.decisions import own_interest
 
 EXPIRING_SOON = timedelta(hours=1)
+SECOND = "you approved it as it stands: a second reviewer must approve too"
 
 
 # What a row shows, read and nothing else: a row is five models, and the fields it does
@@ -62,19 +63,23 @@ def queue(request: HttpRequest) -> HttpResponse:
     filters = QueueFilter(request.GET, projects=projects)
     pending = _filtered(waiting.pending_for(request.user), filters)
     asking = _filtered_requests(waiting.open_requests_for(request.user), filters)
-    summary = pending.aggregate(count=Count("pk"), latest=Max("updated_at"))
+    approved = waiting.approved_by(request.user)
+    summary = pending.aggregate(
+        count=Count("pk"), approved=Count("pk", filter=approved), latest=Max("updated_at")
+    )
     asked = asking.aggregate(count=Count("pk"), latest=Max("updated_at"))
     version = f"{_version(summary)}/{_version(asked)}"
+    count = summary["count"] - summary["approved"]  # What waits for them.
     if request.htmx and request.GET.get("since") == version:
         return HttpResponse(status=204)
     now = timezone.now()
     page = _page(filters)
-    rows = (
-        waiting.oldest(pending, page)
-        .select_related("run__session__token", "project", "proposed_by_token")
-        .only(*_OPERATION_ROW)
-        .annotate(approvals=Coalesce(Subquery(_approvals_counted), 0))
-    )
+    rows = _operation_rows(waiting.oldest(pending.exclude(approved), page))
+    # What they approved waits for a second reviewer: listed apart, after the rest (on
+    # the first page, and read only if there is any).
+    seconds = []
+    if page == 1 and summary["approved"]:
+        seconds = _operation_rows(waiting.oldest(pending.filter(approved)))
     requests = (
         waiting.oldest(asking, page)
         .select_related("run__session__token", "project", "asked_by_token")
@@ -86,16 +91,19 @@ def queue(request: HttpRequest) -> HttpResponse:
     context = {
         "poll_url": f"{request.path}?{query.urlencode()}" if query else request.path,
         "filters": filters,
-        # Each row: the operation, overdue, expiring soon, and why it is not the
-        # viewer's to decide (their run, or their agent token proposed it), if so.
+        # Each row: the operation, overdue, expiring soon, why it is not the viewer's
+        # to decide (their run, their agent token proposed it, they approved it), if so,
+        # and whether they approved it: those come last, waiting for someone else.
         "rows": [
             (
                 op,
                 now - op.created_at > sla,
                 op.expires_at - now < EXPIRING_SOON,
-                own_interest(op, request.user),
+                SECOND if second else own_interest(op, request.user),
+                second,
             )
-            for op in rows
+            for second, ops in ((False, rows), (True, seconds))
+            for op in ops
         ],
         # The same for each open request.
         "request_rows": [
@@ -107,13 +115,14 @@ def queue(request: HttpRequest) -> HttpResponse:
             )
             for human in requests
         ],
-        "count": summary["count"],
+        "count": count,
+        "approved_count": summary["approved"],
         "request_count": asked["count"],
-        "total": summary["count"] + asked["count"],
+        "total": count + asked["count"],
         "limit": waiting.QUEUE_LIMIT,
         "first": (page - 1) * waiting.QUEUE_LIMIT + 1,
         "last": page * waiting.QUEUE_LIMIT,
-        "page_urls": _page_urls(query, page, max(summary["count"], asked["count"])),
+        "page_urls": _page_urls(query, page, max(count, asked["count"])),
         "version": version,
         "sla_minutes": settings.OVERSIGHT_REVIEW_SLA_MINUTES,
     }
@@ -121,6 +130,16 @@ def queue(request: HttpRequest) -> HttpResponse:
         context["nav_pending"] = context["total"]
     template = "runs/approvals.html#queue" if request.htmx else "runs/approvals.html"
     return render(request, template, context)
+
+
+def _operation_rows(chosen):
+    """The operations ``chosen`` as their rows show them: with their run, agent and
+    project, and the approvals they have so far."""
+    return (
+        chosen.select_related("run__session__token", "project", "proposed_by_token")
+        .only(*_OPERATION_ROW)
+        .annotate(approvals=Coalesce(Subquery(_approvals_counted), 0))
+    )
 
 
 def _page(filters: QueueFilter) -> int:

@@ -253,3 +253,20 @@ def test_each_decision_costs_a_few_keys(page, reviewer, propose, accounts, size)
         "call-4": "approved",
     }
     assert Operation.objects.get(call_id="call-4").arguments["amount"] == "90.00"
+
+
+def test_j_passes_over_what_the_reviewer_approved(page, reviewer, propose, accounts):
+    """Under a two-person rule, what they approved waits for someone else: listed last,
+    and j and k go round the others only."""
+    approved, first, second = propose("call-1"), propose("call-2"), propose("call-3")
+    Operation.objects.filter(pk=approved.pk).update(required_approvals=2)
+    decide_on(approved, reviewer)
+    sign_in(page, reviewer)
+    page.goto("/approvals/")
+    expect(page.locator("tbody.seconds")).to_contain_text("Waiting for a second reviewer")
+    focused = []
+    for key in "jjjkk":
+        page.keyboard.press(key)
+        focused.append(page.evaluate("document.activeElement.id"))
+    links = [f"op-{op.pk}-link" for op in (first, second, first, second, first)]
+    assert focused == links
