@@ -6,6 +6,8 @@ run's history, a checkpoint, an artifact version, the account page and its passw
 change, the project's tokens and the cancel form; and the sign-in page as anyone sees
 it. Screenshots of the 390 px layouts go to test-artifacts/screenshots/."""
 
+import re
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
@@ -78,3 +80,42 @@ def test_every_page_passes_axe_and_fits_phones_from_360_to_414_px(page, demo, us
 def test_the_sign_in_page_passes_axe(page, demo):
     page.goto("/accounts/login/")
     assert_accessible(page)
+
+
+@pytest.mark.parametrize("phone", [None, SCREENSHOT_WIDTH], ids=["desktop", "phone"])
+def test_every_page_passes_axe_in_the_dark_theme(page, demo, phone):
+    """Where the system is dark, every page is too (prefers-color-scheme), with every
+    colour pair still at AA contrast: axe-core checks them as they are drawn."""
+    page.emulate_media(color_scheme="dark")
+    if phone:
+        page.set_viewport_size({"width": phone, "height": 844})
+    sign_in(page, get_user_model().objects.get(username="admin"), PASSWORD)
+    for url in pages():
+        response = page.goto(url)
+        if response.status == 403:  # not for an admin
+            continue
+        assert response.ok, f"{url}: {response.status}"
+        background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert max(map(int, re.findall(r"\d+", background))) < 32, f"{url}: {background}"
+        assert_accessible(page)
+    screenshot(page, "dark-" + ("phone" if phone else "desktop") + "-cancel")
+    page.goto(f"/operations/{Operation.objects.order_by('pk').first().pk}/")
+    screenshot(page, "dark-" + ("phone" if phone else "desktop") + "-operation")
+
+
+def test_the_key_legend_is_not_shown_on_a_touch_screen(browser, live_server, demo):
+    """The single keys are for a keyboard: a phone has none to press them with."""
+    legends = {}
+    for touch in (False, True):
+        context = browser.new_context(
+            base_url=live_server.url,
+            has_touch=touch,
+            is_mobile=touch,
+            viewport={"width": 390, "height": 844},
+        )
+        page = context.new_page()
+        sign_in(page, get_user_model().objects.get(username="reviewer"), PASSWORD)
+        page.goto("/approvals/")
+        legends[touch] = page.locator(".keys").is_visible()
+        context.close()
+    assert legends == {False: True, True: False}
