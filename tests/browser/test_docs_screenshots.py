@@ -55,8 +55,8 @@ def save(page: Page, name: str, part: Locator | None = None, full_page: bool = F
     folder = DOCS_IMG if docs else SCREENSHOTS / "docs"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.png"
-    if part is not None:
-        part.screenshot(path=str(path))
+    if part is not None:  # The decision bar stays at the window's foot, not the part's.
+        part.screenshot(path=str(path), style=".decision-bar { display: none; }")
     elif full_page:
         page.screenshot(path=str(path), full_page=True)
     else:  # A short page is cut below its content, not padded with empty background.
