@@ -105,7 +105,9 @@ def test_previewing_an_edit_shows_its_effect_and_records_nothing(as_reviewer, op
     preview = preview_shown(page)
     assert "What it would change with your edit" in preview
     assert f'<span class="add">+ {ADDED}</span>' in preview
-    changes = re.search(r'aria-label="Your changes to the arguments">(.*?)</pre>', page, re.S)[1]
+    changes = re.search(
+        r'role="figure" aria-label="Your changes to the arguments">(.*?)</pre>', page, re.S
+    )[1]
     assert re.findall(r'<span class="add">(.*?)</span>', changes) == [
         "+   &quot;content&quot;: &quot;# Project\\n\\nRun bin/demo.\\nThen run bin/test.\\n&quot;,"
     ]

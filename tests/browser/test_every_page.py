@@ -66,6 +66,8 @@ def test_every_page_passes_axe_and_fits_phones_from_360_to_414_px(page, demo, us
             continue
         assert response.ok, f"{url}: {response.status}"
         assert_accessible(page)
+        # A name on a <pre> is ignored without a role that takes one (ARIA 1.2).
+        assert page.locator("pre[aria-label]:not([role])").count() == 0, url
         if phone:
             wide = page.evaluate("document.documentElement.scrollWidth - innerWidth")
             assert wide <= 0, f"{url} scrolls {wide} px sideways on a phone"
