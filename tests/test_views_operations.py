@@ -326,8 +326,8 @@ def test_after_a_decision_the_next_operation_waiting_for_the_reviewer_opens(
     assert response["Location"] == page_of(third)
     page = as_reviewer.get(page_of(third)).text
     assert (
-        f"Operation {op.pk} (ledger.transfer): Rejected; the agent reads your reason. "
-        "This one waits for you next."
+        f'<a href="{page_of(op)}">Operation {op.pk}</a> (ledger.transfer): Rejected; the '
+        "agent reads your reason. This one waits for you next."
     ) in page
 
     # The last one decided, nothing else waits: the reviewer stays to watch it.

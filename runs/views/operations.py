@@ -6,6 +6,8 @@ from django.contrib import messages
 from django.db.models import Exists, OuterRef, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_POST
 
 from runs import queue as waiting
@@ -72,8 +74,15 @@ def decide_view(request: HttpRequest, pk: int) -> HttpResponse:
             if following is None:  # stay, and watch it go through
                 messages.success(request, done)
                 return redirect("operation", pk=operation.pk)
-            decided = f"Operation {operation.pk} ({operation.action}): {done}"
-            messages.success(request, f"{decided} This one waits for you next.")
+            # A link back to what was decided: the page has moved on to the next one.
+            decided = format_html(
+                '<a href="{}">Operation {}</a> ({}): {} This one waits for you next.',
+                reverse("operation", args=[operation.pk]),
+                operation.pk,
+                operation.action,
+                done,
+            )
+            messages.success(request, decided)
             return redirect("operation", pk=following.pk)
     edit = (
         _edit_in(request.POST, operation) if form.data.get("kind") == Decision.Kind.EDIT else None
