@@ -248,6 +248,9 @@ def test_what_a_reviewer_approved_waits_apart_and_out_of_their_count(
     assert "You approved it as it stands: a second reviewer must approve too." in seconds
     assert "1 of 2" in seconds
 
+    other_page = client.get("/runs/").text  # the navigation counts the same there
+    assert re.search(r'<span id="nav-pending"[^>]*>2</span>', other_page)
+
     client.force_login(reviewer2)
     page = client.get("/approvals/").text
     assert "3 operations waiting for a decision" in page

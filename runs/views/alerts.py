@@ -5,7 +5,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from runs.errors import OversightError
 from runs.forms import ResolveForm
-from runs.models import Alert
+from runs.models import Alert, Checkpoint, Operation
 from runs.permissions import projects_with_perm
 from runs.services.alerts import acknowledge_alert, resolve_alert, send_alert_again
 from runs.views.access import load_alert
@@ -15,19 +15,42 @@ LIMIT = 200
 
 @require_GET
 def alert_list(request: HttpRequest) -> HttpResponse:
-    alerts = (
+    alerts = list(
         Alert.objects.unresolved()
         .filter(project__in=projects_with_perm(request.user, "view_alert"))
         .select_related("project", "run", "operation", "acknowledged_by")
         .prefetch_related("deliveries")
         .order_by("-created_at", "-pk")[:LIMIT]
     )
+    seen = _verifications([alert.operation_id for alert in alerts if alert.operation_id])
+    for alert in alerts:
+        alert.verification = seen.get(alert.operation_id)
     resolvable = set(projects_with_perm(request.user, "resolve_alert").values_list("pk", flat=True))
     return render(
         request,
         "runs/alerts.html",
         {"alerts": alerts, "resolvable": resolvable, "resolve_form": ResolveForm()},
     )
+
+
+def _verifications(operation_ids: list[int]) -> dict[int, dict]:
+    """What verification saw after each operation's effect, as its checkpoint moving
+    the operation to verify_failed recorded it: why the effect could not be confirmed
+    (an alerted operation always went through one). Only that verdict is kept: no
+    action records what it read at the target. One query for the page, none without
+    operations."""
+    if not operation_ids:
+        return {}
+    found = (
+        Checkpoint.objects.filter(
+            operation_id__in=operation_ids,
+            event="operation.status",
+            to_status=Operation.Status.VERIFY_FAILED,
+        )
+        .order_by("seq")
+        .values("pk", "operation_id", "reason", "created_at")
+    )
+    return {row["operation_id"]: row for row in found}  # The last one of each wins.
 
 
 @require_POST

@@ -4,42 +4,88 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
-from django.db.models import Count, Q
+from django.db.models import (
+    Case,
+    Count,
+    Expression,
+    IntegerField,
+    OuterRef,
+    QuerySet,
+    Subquery,
+    When,
+)
+from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_safe
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from runs import machines
+from runs.context_processors import open_alerts, waiting_operations, waiting_requests
 from runs.forms import PasswordChangeForm, PreferencesForm
 from runs.health import health
 from runs.metrics import exposition
 from runs.middleware import remember
-from runs.models import Operation, Preferences, Run
+from runs.models import Preferences, Run
 from runs.permissions import projects_with_perm
 from runs.views.access import member_projects
 
 
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
-    """The signed-in user's projects with their runs by status and pending decisions."""
-    projects = member_projects(request.user).annotate(
-        pending=Count(
-            "operations",
-            filter=Q(operations__status=Operation.Status.PROPOSED),
-            distinct=True,
-        ),
-        active=Count("runs", filter=~Q(runs__status__in=machines.RUN.terminal), distinct=True),
+    """The signed-in user's projects with their active runs and what waits in each, as
+    the navigation counts it (``runs.context_processors``): decisions where they decide,
+    open alerts where they may see alerts. The navigation's badges on this page are the
+    table's totals, so the two cannot disagree, and nothing is counted twice."""
+    user = request.user
+    projects = list(
+        member_projects(user).annotate(
+            active=_per_project(Run.objects.exclude(status__in=machines.RUN.terminal)),
+            pending=_where(
+                user,
+                "decide_operation",
+                _per_project(waiting_operations(user)) + _per_project(waiting_requests()),
+            ),
+            open_alerts=_where(user, "view_alert", _per_project(open_alerts())),
+        )
     )
     runs = (
-        Run.objects.filter(project__in=member_projects(request.user))
+        Run.objects.filter(project__in=member_projects(user))
         .select_related("project", "session__token")
         .order_by("-created_at")[:20]
     )
-    managed = set(projects_with_perm(request.user, "manage_project").values_list("pk", flat=True))
+    managed = set(projects_with_perm(user, "manage_project").values_list("pk", flat=True))
     return render(
-        request, "runs/home.html", {"projects": projects, "runs": runs, "managed": managed}
+        request,
+        "runs/home.html",
+        {
+            "projects": projects,
+            "runs": runs,
+            "managed": managed,
+            "nav_pending": sum(p.pending for p in projects if p.pending is not None),
+            "nav_alerts": sum(p.open_alerts for p in projects if p.open_alerts is not None),
+        },
     )
+
+
+def _per_project(rows: QuerySet) -> Coalesce:
+    """How many of ``rows`` belong to the outer query's project: a subquery each, so
+    that counting several kinds does not multiply their joins."""
+    counted = (
+        rows.filter(project=OuterRef("pk"))
+        .order_by()
+        .values("project")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Coalesce(Subquery(counted), 0)
+
+
+def _where(user, perm: str, count: Expression) -> Case:
+    """``count`` in the projects where ``user`` has ``perm``; None elsewhere (shown as a
+    dash: the navigation does not count it for them)."""
+    allowed = projects_with_perm(user, perm).values("pk")
+    return Case(When(pk__in=allowed, then=count), default=None, output_field=IntegerField())
 
 
 @require_http_methods(["GET", "POST"])
