@@ -13,7 +13,9 @@ from runs.queue import approved_by
 def waiting_operations(user) -> QuerySet[Operation]:
     """Proposals awaiting ``user``'s decision (counted in projects where they decide):
     not those they approved as they stand, which wait for a second reviewer."""
-    return Operation.objects.filter(status=Operation.Status.PROPOSED).exclude(approved_by(user))
+    return Operation.objects.filter(status=Operation.Status.PROPOSED).exclude(
+        pk__in=approved_by(user)
+    )
 
 
 def waiting_requests() -> QuerySet[HumanRequest]:

