@@ -1,7 +1,7 @@
 """What waits for a reviewer: the operations and the human requests awaiting a decision
 in the projects where they decide, and the oldest of them, which the queue shows."""
 
-from django.db.models import F, Subquery
+from django.db.models import F, Q, Subquery
 
 from runs.models import Decision, HumanRequest, Operation
 from runs.permissions import projects_with_perm
@@ -58,3 +58,42 @@ def oldest(queryset, page: int = 1):
     for those rows only, not for every pending one before the cut."""
     chosen = oldest_keys(queryset, page)
     return queryset.model.objects.filter(pk__in=chosen).order_by("created_at", "pk")
+
+
+def next_waiting(reviewer, after: Operation | HumanRequest, *, back: bool = False):
+    """What waits for ``reviewer``'s decision next in the queue's order (oldest first)
+    after ``after`` (before it, ``back``), going round to the other end past the last:
+    of the same kind (operation or request), waiting in a project where they decide,
+    not in their own run nor from their own token, and not approved by them as it
+    stands. So ``n`` walks forward through the queue and ``k`` back, instead of always
+    opening the oldest (which, from the oldest, went back and forth between the first
+    two)."""
+    if isinstance(after, HumanRequest):
+        items, token, approved = open_requests_for(reviewer), "asked_by_token", None
+    else:
+        items, token, approved = pending_for(reviewer), "proposed_by_token", approved_by(reviewer)
+    theirs = items.exclude(run__session__owner=reviewer).exclude(**{f"{token}__owner": reviewer})
+    if approved is not None:
+        theirs = theirs.exclude(pk__in=approved)
+    side, order = ("lt", ("-created_at", "-pk")) if back else ("gt", ("created_at", "pk"))
+    beyond = Q(**{f"created_at__{side}": after.created_at}) | Q(
+        created_at=after.created_at, **{f"pk__{side}": after.pk}
+    )
+    shown = theirs.order_by(*order).only("pk", "action" if approved is not None else "prompt")
+    return _first_theirs(items, shown, beyond, order) or _first_theirs(
+        items, shown, ~Q(pk=after.pk), order
+    )
+
+
+def _first_theirs(items, theirs, where: Q, order):
+    """The first of ``items`` that are ``where``, in ``order``, that is among ``theirs``.
+    Looked for among the first ``QUEUE_LIMIT``, chosen by key, so that the conditions
+    are checked on those and not on every pending one before the first is known (at
+    10,000 pending, 17 ms on SQLite, whose planner sorted them all); among all of them
+    only if more wait and none of those is the reviewer's (they approved each, or their
+    agents proposed them)."""
+    first = list(items.filter(where).order_by(*order).values_list("pk", flat=True)[:QUEUE_LIMIT])
+    found = theirs.filter(pk__in=first).first()
+    if found is None and len(first) == QUEUE_LIMIT:  # More wait beyond these.
+        found = theirs.filter(where).first()
+    return found
