@@ -136,30 +136,33 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
-# Sign-in throttling (django-axes). Failed sign-ins are counted per username and, apart,
-# per client address; at the limit, sign-ins for that account, or from that address, are
-# refused (even with the right password) until the cool-off has passed since the last
-# counted failure. A success forgives that account's own failures (runs.middleware).
-# Its backend comes first: it refuses before any password is checked.
+# Sign-in throttling (django-axes and oversight.sign_in): failed sign-ins pause one
+# account from one address (the pair) at the limit, until the cool-off has passed since
+# the last counted failure, even with the right password; past an allowance, tries from
+# an address that has failed recently are slowed (by address and by account), never
+# locked. A success forgives that pair's own failures (runs.middleware). The backends
+# come first: they refuse before any password is checked.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
+    "oversight.sign_in.SlowedSignIns",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("OVERSIGHT_LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("OVERSIGHT_LOGIN_COOLOFF_MINUTES", 15, minimum=1))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = False
 # Refused attempts during a lockout do not extend it: it ends a known time after it began.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
-AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_LOCKOUT_CALLABLE = "oversight.sign_in.refused"
 AXES_CLIENT_IP_CALLABLE = "oversight.proxy.client_ip"
 # Behind a proxy: the header it sets to the client's address (X-Forwarded-For, X-Real-IP).
 OVERSIGHT_CLIENT_IP_HEADER = env_client_ip_header("OVERSIGHT_CLIENT_IP_HEADER")
 # Successful sign-ins are not logged by axes (nothing would ever prune that table);
-# failures are kept until their cool-off has passed. Admins list and lift pauses with
-# manage.py axes_list_attempts, axes_reset_username and axes_reset_ip, not the admin site.
+# failures are kept until their cool-off has passed. Admins see the failures and lift
+# pauses in the admin site (Axes, Access attempts: delete the row) or with
+# manage.py axes_list_attempts, axes_reset_username and axes_reset_ip.
 AXES_DISABLE_ACCESS_LOG = True
-AXES_ENABLE_ADMIN = False
+AXES_ENABLE_ADMIN = True
 AXES_VERBOSE = False
 
 # Sessions end after this long without activity, and this long after signing in

@@ -5,6 +5,7 @@ import time
 import zoneinfo
 from datetime import timedelta
 
+from axes.helpers import get_client_ip_address
 from axes.utils import reset as reset_failed_sign_ins
 from django.conf import settings
 from django.contrib import messages
@@ -53,14 +54,16 @@ def remember(request, preferences: Preferences) -> None:
 
 
 def on_sign_in(sender, request, user, **kwargs) -> None:
-    """A sign-in starts the session's two clocks and forgives the account's own failed
-    attempts. Only the account's: django-axes' AXES_RESET_ON_SUCCESS would also forgive
-    every failure from the same address, so an attacker signing in to their own account
-    between guesses would reset the count on the account they are guessing."""
+    """A sign-in starts the session's two clocks and forgives the failed attempts of
+    this account from this address, and no others: django-axes' AXES_RESET_ON_SUCCESS
+    would forgive every failure from the address, so an attacker signing in to their own
+    account between guesses would reset the count on the account they are guessing; and
+    forgiving the account's failures from everywhere would give whoever guesses it from
+    elsewhere a fresh allowance each time its owner signs in."""
     now = time.time()
     request.session[SIGNED_IN_AT] = now
     request.session[LAST_ACTIVE_AT] = now
-    reset_failed_sign_ins(username=user.get_username())
+    reset_failed_sign_ins(username=user.get_username(), ip=get_client_ip_address(request))
 
 
 def _duration(seconds: int) -> str:
