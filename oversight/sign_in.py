@@ -23,6 +23,8 @@ from axes.exceptions import AxesBackendPermissionDenied
 from axes.helpers import get_client_ip_address, get_client_username, get_credentials
 from axes.models import AccessAttempt
 from django.conf import settings
+from django.contrib.auth.forms import AuthenticationForm
+from django.core.validators import MaxLengthValidator
 from django.db.models import Max, Sum
 from django.shortcuts import render
 from django.utils import timezone
@@ -91,3 +93,14 @@ def refused(request, response=None, credentials=None):
     page = render(request, "registration/locked_out.html", context, status=429)
     page["Retry-After"] = str(wait or int(settings.AXES_COOLOFF_TIME.total_seconds()))
     return page
+
+
+class SignInForm(AuthenticationForm):
+    """The sign-in form, with the user name's length checked before anyone is asked to
+    authenticate it: Django's sets the limit on the field but checks it nowhere, and a
+    longer name reached the throttle's table (255 characters), a 500 on PostgreSQL."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        username = self.fields["username"]
+        username.validators.append(MaxLengthValidator(username.max_length))

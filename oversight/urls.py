@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from oversight.sign_in import SignInForm
 from runs.api.api import urls as api_urls
 from runs.views import home
 
@@ -11,7 +12,7 @@ from runs.views import home
 # Oversight send mail. An admin sets a forgotten password (admin site, or
 # manage.py changepassword).
 accounts = [
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", auth_views.LoginView.as_view(form_class=SignInForm), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("password_change/", home.PasswordChange.as_view(), name="password_change"),
     path(

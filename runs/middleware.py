@@ -4,6 +4,7 @@ and that no cache keeps what they were shown."""
 import time
 import zoneinfo
 from datetime import timedelta
+from urllib.parse import unquote
 
 from axes.helpers import get_client_ip_address
 from axes.utils import reset as reset_failed_sign_ins
@@ -11,11 +12,13 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import logout
 from django.contrib.auth.views import redirect_to_login
+from django.http import HttpResponseBadRequest
 from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 from django.utils.timesince import timesince
 from django_htmx.http import HttpResponseClientRedirect
 
+from runs.api.api import problem
 from runs.models import Preferences
 
 SESSION_KEY = "oversight_preferences"  # what the pages need of them: time zone, keys
@@ -126,3 +129,25 @@ class NoStoreWhenSignedInMiddleware:
         if request.user.is_authenticated:
             add_never_cache_headers(response)
         return response
+
+
+NUL_REFUSED = "The address contains a NUL character (U+0000), which nothing here can hold."
+
+
+class RefuseNulMiddleware:
+    """A NUL character (U+0000) in the address or its query is refused with 400 before
+    any view reads it: PostgreSQL cannot compare a text with one, and views that handed
+    it to a query answered 500 (an artifact's address, the admin's list filters). Form
+    fields refuse it themselves (Django's CharField); the API its queries' fields and
+    its JSON bodies (422 naming the field, ``runs.api.limits``)."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if request.path.startswith("/api/"):  # Its queries are checked field by field (422).
+            if "\x00" in request.path:
+                return problem(request, 400, "invalid", NUL_REFUSED)
+        elif "\x00" in request.path or "\x00" in unquote(request.META.get("QUERY_STRING", "")):
+            return HttpResponseBadRequest(NUL_REFUSED, content_type="text/plain; charset=utf-8")
+        return self.get_response(request)
