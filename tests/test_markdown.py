@@ -41,3 +41,24 @@ def test_openers_without_closers_are_rendered_in_linear_time(unit):
     render(text)
 
     assert time.perf_counter() - started < 10
+
+
+def test_a_link_shows_the_host_it_goes_to_beside_its_words():
+    html = render("Pay at [https://bank.example/pay](https://evil.example/steal) today")
+
+    assert (
+        '<a href="https://evil.example/steal" rel="nofollow noopener noreferrer">'
+        'https://bank.example/pay</a> <span class="muted link-host">(evil.example)</span>'
+    ) in html
+
+
+def test_a_look_alike_host_shows_in_its_ascii_form():
+    html = render("[the bank](https://b\u0430nk.example/pay)")  # A Cyrillic a.
+
+    assert '<span class="muted link-host">(xn--bnk-6cd.example)</span>' in html
+
+
+def test_a_link_written_as_its_own_address_shows_it_once():
+    html = render("[https://a.example/x](https://a.example/x)")
+
+    assert "link-host" not in html

@@ -51,7 +51,8 @@ def test_a_bare_address_is_a_link_without_the_sentence_around_it():
 
 def test_a_written_link_is_not_linked_twice():
     assert render("[https://a.example](https://b.example)") == (
-        f'<p><a href="https://b.example" {REL}>https://a.example</a></p>'
+        f'<p><a href="https://b.example" {REL}>https://a.example</a>'
+        ' <span class="muted link-host">(b.example)</span></p>'
     )
 
 

@@ -2,14 +2,18 @@
 context): paragraphs, headings, lists, fenced code, inline code, emphasis, links to
 http(s) addresses and bare http(s) addresses. Everything is escaped first; markup is
 only ever added around escaped text, so no tag or attribute of the agent's survives,
-and a link can only point to http or https (never ``javascript:``, ``data:``…).
-Anything else shows as the text it is.
+and a link can only point to http or https (never ``javascript:``, ``data:``…); a
+link whose words are not its address shows the host it goes to beside it. Anything else
+shows as the text it is.
 
 The agent's headings sit below the page's own: the context is shown under an ``<h2>``,
 so ``#`` becomes ``<h3>`` and so on down to ``<h6>``, and the agent cannot make a
 heading that outranks the page's."""
 
 import re
+from contextlib import suppress
+from html import unescape
+from urllib.parse import urlsplit
 
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
@@ -115,8 +119,21 @@ def _marked(escaped: str) -> str:
     out = [_autolinked(parts[0])]
     for at in range(1, len(parts), 3):
         label, address, after = parts[at : at + 3]
-        out.append(f"{_link(address, _emphasised(label))}{_autolinked(after)}")
+        link = _link(address, _emphasised(label))
+        if label != address:  # The words may name one address and the link go to another.
+            link += f' <span class="muted link-host">({_host(address)})</span>'
+        out.append(f"{link}{_autolinked(after)}")
     return "".join(out)
+
+
+def _host(escaped_address: str) -> str:
+    """The host a link goes to, as the browser will reach it: a name written in other
+    scripts shows in its ASCII form (``xn--…``), so that a look-alike of a known name
+    does not read as that name."""
+    host = urlsplit(unescape(escaped_address)).hostname or ""
+    with suppress(UnicodeError):  # Not a name IDNA can encode: shown as written, escaped.
+        host = host.encode("idna").decode("ascii")
+    return escape(host)
 
 
 def _autolinked(escaped: str) -> str:
