@@ -96,7 +96,9 @@ def test_a_failed_read_is_tried_again_and_the_wait_still_wakes(propose, reviewer
     seen = []
 
     def wait() -> None:
-        seen.append(asyncio.run(WATCHER.wait("operation", operation.pk, operation.version, 10)))
+        seen.append(
+            asyncio.run(WATCHER.wait(10, ("operation", operation.pk, operation.version)))[0]
+        )
         connection.close()
 
     waiter = threading.Thread(target=wait)

@@ -45,9 +45,9 @@ async def long_poll(
     ``wait`` seconds (bounded by ``OVERSIGHT_API_MAX_WAIT_SECONDS``) have passed,
     holding a wait slot of the token's meanwhile; between two asks, await ``watched``
     (a kind of ``runs.api.watcher.COUNTERS``, a row and the counter's value when
-    ``changed`` was first asked) moving. Returns the 429 to answer if no slot is free,
-    else None. ``changed`` reads the database again each time it is asked, at least
-    once."""
+    ``changed`` was first asked) moving, or the token ceasing to act. Returns the 429
+    to answer if no slot is free, the 401 if the token ceased to act, else None.
+    ``changed`` reads the database again each time it is asked, at least once."""
     if not 0 <= wait <= settings.OVERSIGHT_API_MAX_WAIT_SECONDS:
         raise LimitExceeded("wait", f"between 0 and {settings.OVERSIGHT_API_MAX_WAIT_SECONDS}")
     ask = sync_to_async(changed)
@@ -56,12 +56,17 @@ async def long_poll(
         return None
     deadline = time.monotonic() + wait
     kind, pk, seen = watched
+    acting = True
     try:
         with wait_slot(token_pk):
             while not await ask() and (left := deadline - time.monotonic()) > 0:
                 await sync_to_async(_let_go_of_the_connection)()
                 _let_go_of_the_thread()
-                seen = await WATCHER.wait(kind, pk, seen, left)
+                seen, acting = await WATCHER.wait(
+                    left, (kind, pk, seen), ("token", token_pk, acting)
+                )
+                if not acting:
+                    return no_longer_acting()
     except Busy as busy:
         return too_many(busy)
     return None
@@ -95,6 +100,13 @@ def wait_slot(token_pk: int) -> Iterator[None]:
         _slot("all", settings.OVERSIGHT_API_MAX_WAITS, "in all"),
     ):
         yield
+
+
+def no_longer_acting() -> JsonResponse:
+    """The API's answer to a wait whose token was revoked, or whose owner left the
+    project, while it waited: what any request of that token is now answered."""
+    detail = "the agent token was revoked, or its owner left the project, while this waited"
+    return JsonResponse({"error": "unauthenticated", "detail": detail, "field": None}, status=401)
 
 
 def too_many(busy: Busy) -> JsonResponse:

@@ -3,13 +3,13 @@ costs no query of its own while nothing changes and learns of a change within a 
 milliseconds on SQLite, 20 on PostgreSQL (each wait used to read its row again every
 0.1 s). A wait is awaited: under the production server it holds no thread either.
 
-A wait names a mark that changes whenever what it waits for may have (an operation's or
+A wait names marks that change whenever what it waits for may have (an operation's or
 a request's ``version``; a token's ``feed_seq`` with its newest entry not numbered yet,
-``feed_mark``) and the value it last saw. While any wait is open, the thread
-reads every watched mark of a kind in one statement: on SQLite only after ``PRAGMA
-data_version`` says another connection committed (it reads no table otherwise), on
-PostgreSQL every ``POSTGRESQL_POLL_SECONDS``. A wait whose counter moved is woken; its
-request then reads what changed itself. The thread ends, and closes its connection,
+``feed_mark``; whether its token still acts) and the values it last saw. While any wait
+is open, the thread reads every watched mark of a kind in one statement: on SQLite only
+after ``PRAGMA data_version`` says another connection committed (it reads no table
+otherwise), on PostgreSQL every ``POSTGRESQL_POLL_SECONDS``. A wait whose mark moved is
+woken; its request then reads what changed itself. The thread ends, and closes its connection,
 once no wait has been open for ``LINGER_SECONDS``.
 """
 
@@ -47,11 +47,19 @@ def feed_marks(pks: set[int]) -> dict:
     return {pk: (seq, newest) for pk, seq, newest in tokens.values_list("pk", "feed_seq", "newest")}
 
 
+def acting_tokens(pks: set[int]) -> dict:
+    """Whether each token still acts (``AgentToken.acting``): a wait ends when its
+    token is revoked, or its owner leaves the project, not when it would have."""
+    acting = set(AgentToken.acting().filter(pk__in=pks).values_list("pk", flat=True))
+    return {pk: pk in acting for pk in pks}
+
+
 # What a wait may watch: kind -> how to read the marks of some rows, by pk.
 COUNTERS = {
     "operation": _counter(Operation, "version"),
     "request": _counter(HumanRequest, "version"),
     "feed": feed_marks,
+    "token": acting_tokens,
 }
 SQLITE_POLL_SECONDS = 0.005
 POSTGRESQL_POLL_SECONDS = 0.02
@@ -61,9 +69,7 @@ RETRY_SECONDS = 1.0  # After a failed read (the database restarting, say).
 
 @dataclass(eq=False)
 class _Wait:
-    kind: str
-    pk: int
-    seen: int
+    marks: list[list]  # [kind, pk, the mark as last read] each.
     wake: Callable[[], None]  # Called from the watching thread.
 
 
@@ -74,12 +80,13 @@ class Watcher:
         self._fresh = False  # Waits added since the last read: read at once.
         self._thread: threading.Thread | None = None
 
-    async def wait(self, kind: str, pk: int, seen, seconds: float):
-        """Wait, holding no thread, until ``kind``'s mark of row ``pk`` differs from
-        ``seen``, or for ``seconds``; return the mark as last read (``seen`` if it did
-        not move)."""
-        if kind not in COUNTERS:
-            raise ValueError(f"nothing watches {kind!r}")
+    async def wait(self, seconds: float, *marks: tuple[str, int, object]) -> list:
+        """Wait, holding no thread, until any of ``marks`` (a kind of ``COUNTERS``, a
+        row's pk, and its mark as last seen) moves, or for ``seconds``; return each
+        mark as last read (as given if it did not move)."""
+        for kind, _, _ in marks:
+            if kind not in COUNTERS:
+                raise ValueError(f"nothing watches {kind!r}")
         loop = asyncio.get_running_loop()
         moved = loop.create_future()
 
@@ -87,7 +94,7 @@ class Watcher:
             with suppress(RuntimeError):  # The loop has closed: that wait has ended.
                 loop.call_soon_threadsafe(lambda: moved.done() or moved.set_result(None))
 
-        waiting = _Wait(kind, pk, seen, wake)
+        waiting = _Wait([list(mark) for mark in marks], wake)
         try:
             with self._lock:
                 self._waits.add(waiting)
@@ -100,7 +107,7 @@ class Watcher:
         finally:
             with self._lock:
                 self._waits.discard(waiting)
-        return waiting.seen
+        return [seen for _, _, seen in waiting.marks]
 
     def _watch(self) -> None:
         idle_since = None
@@ -151,15 +158,16 @@ class Watcher:
 def _wake(waits: list[_Wait]) -> None:
     """Read each kind's watched counters in one statement and wake the waits they
     moved."""
-    by_kind: dict[str, list[_Wait]] = defaultdict(list)
+    by_kind: dict[str, list[tuple[_Wait, list]]] = defaultdict(list)
     for waiting in waits:
-        by_kind[waiting.kind].append(waiting)
+        for mark in waiting.marks:
+            by_kind[mark[0]].append((waiting, mark))
     for kind, some in by_kind.items():
-        counters = COUNTERS[kind]({w.pk for w in some})
-        for waiting in some:
-            now = counters.get(waiting.pk, waiting.seen)
-            if now != waiting.seen:
-                waiting.seen = now
+        counters = COUNTERS[kind]({pk for _, (_, pk, _) in some})
+        for waiting, mark in some:
+            now = counters.get(mark[1], mark[2])
+            if now != mark[2]:
+                mark[2] = now
                 waiting.wake()
 
 

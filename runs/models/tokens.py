@@ -66,6 +66,13 @@ class AgentToken(models.Model):
         return token, f"ovs_{prefix}_{secret}"
 
     @classmethod
+    def acting(cls) -> models.QuerySet:
+        """The tokens that still act: not revoked, and their owner an active member of
+        their project (a token acts only for a member)."""
+        member = Membership.objects.filter(project=OuterRef("project"), user=OuterRef("owner"))
+        return cls.objects.filter(Exists(member), owner__is_active=True, revoked_at__isnull=True)
+
+    @classmethod
     def authenticate(cls, plain: str) -> "AgentToken | None":
         """The token ``plain`` names, unless it is unknown or revoked, or its owner is no
         longer an active member of its project: a token acts only for a member, so it
@@ -74,13 +81,8 @@ class AgentToken(models.Model):
             _, prefix, secret = plain.split("_", 2)
         except ValueError:
             return None
-        member = Membership.objects.filter(project=OuterRef("project"), user=OuterRef("owner"))
-        token = (
-            cls.objects.select_related("project", "owner")
-            .filter(Exists(member), prefix=prefix, owner__is_active=True)
-            .first()
-        )
-        if token is None or token.revoked_at is not None:
+        token = cls.acting().select_related("project", "owner").filter(prefix=prefix).first()
+        if token is None:
             return None
         if not secrets.compare_digest(token.secret_hash, hash_secret(secret)):
             return None
