@@ -6,11 +6,15 @@
 // approved by a key; under "Approve anyway" when the preview says it would fail), r
 // opens Reject with the focus in its reason, e opens the editor with the focus in it,
 // n opens the next operation waiting in the queue's order and k the one before, q goes
-// back to the queue. Never inside a field, never with a modifier key.
+// back to the queue. On a request, the same: a goes where the answer bar's first
+// control leads (Sign off itself; a question's box; data's first field), 1 to 9 to
+// the first to ninth choice of a choice, r opens Reject with the focus in its reason,
+// n, k and q as on an operation. A key that moves the focus to a button never presses
+// it: Enter does. Never inside a field, never with a modifier key.
 //
-// Whatever the setting, the decision bar's links (Reject, Edit, and Approve when it
-// needs more than a click) open what folds the field they name and put the focus in it:
-// a link alone scrolls to a field without focusing it.
+// Whatever the setting, the decision bar's links (Reject, Edit, Approve when it needs
+// more than a click, and a request's Answer and Choose) open what folds the field they
+// name and put the focus in it: a link alone scrolls to a field without focusing it.
 (function () {
   "use strict";
 
@@ -21,6 +25,13 @@
     return target;
   }
 
+  // Focus ``target``, whole in sight and clear of the decision bar (the page's scroll
+  // padding): focusing scrolls to what is out of the window, not to what the bar covers.
+  function bring(target) {
+    target.focus();
+    target.scrollIntoView({ block: "nearest" });
+  }
+
   const bar = document.getElementById("decision-bar");
   if (bar) {
     bar.addEventListener("click", function (event) {
@@ -28,7 +39,7 @@
       const target = link && reveal(document.getElementById(link.hash.slice(1)));
       if (!target) return;
       event.preventDefault();
-      target.focus();
+      bring(target);
     });
   }
 
@@ -46,10 +57,27 @@
     return links[(at + step + links.length) % links.length];
   }
 
-  function follow(id) {
-    const link = document.getElementById(id);
+  // Follow the link ``selector`` finds, if any: an operation's or a request's.
+  function follow(selector) {
+    const link = document.querySelector(selector);
     if (link) link.click();
     return null;
+  }
+
+  // An operation's approval, or the approval of its edit once previewed.
+  function approval() {
+    const form = document.querySelector("form.decision-approve, form.decision-edit");
+    if (!form) return null;
+    const confirm = form.querySelector("input[name=confirm]");
+    if (confirm) return reveal(confirm);
+    return document.querySelector("#decision-bar button") || reveal(form).querySelector("button");
+  }
+
+  // A request's answer: the answer bar's first control, or where that link leads.
+  function answer() {
+    const first = document.querySelector("#decision-bar .primary");
+    if (!first || first.tagName === "BUTTON") return first;
+    return reveal(document.getElementById(first.hash.slice(1)));
   }
 
   const keys = {
@@ -57,28 +85,31 @@
       return row(1);
     },
     k: function () {
-      return document.getElementById("queue") ? row(-1) : follow("previous-operation");
+      if (document.getElementById("queue")) return row(-1);
+      return follow("#previous-operation, #previous-request");
     },
     a: function () {
-      const form = document.querySelector("form.decision-approve, form.decision-edit");
-      if (!form) return null;
-      const confirm = form.querySelector("input[name=confirm]");
-      if (confirm) return reveal(confirm);
-      return document.querySelector("#decision-bar button") || reveal(form).querySelector("button");
+      return approval() || answer();
     },
     r: function () {
-      return reveal(document.querySelector("form.decision-reject textarea[name=comment]"));
+      const reason = "form.decision-reject, form.answer-reject";
+      return reveal(document.querySelector(`:is(${reason}) textarea[name=comment]`));
     },
     e: function () {
       return reveal(document.querySelector("form.editor textarea[name=arguments]"));
     },
     n: function () {
-      return follow("next-operation");
+      return follow("#next-operation, #next-request");
     },
     q: function () {
-      return follow("nav-approvals");
+      return follow("#nav-approvals");
     },
   };
+  for (let n = 1; n <= 9; n += 1) {
+    keys[String(n)] = function () {
+      return document.getElementById("choice-" + n);
+    };
+  }
 
   document.addEventListener("keydown", function (event) {
     if (event.altKey || event.ctrlKey || event.metaKey || typing(event.target)) return;
@@ -86,6 +117,6 @@
     if (!act) return;
     const target = act();
     event.preventDefault();
-    if (target) target.focus();
+    if (target) bring(target);
   });
 })();

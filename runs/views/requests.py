@@ -2,13 +2,18 @@
 controls of its kind (a text box for a question, Sign off and Reject for a sign-off,
 a button per choice, fields drawn from the schema for data, with raw JSON beside them);
 once answered, who answered, when and how. No challenge to type: nothing executes on
-an answer."""
+an answer. Worked as operations are (#34): the next and the previous request waiting
+for the reviewer are linked, the answer stays in reach in a bar, and an answer opens
+the next one waiting."""
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_POST
 
+from runs import queue as waiting
 from runs.errors import InvalidInput, OversightError
 from runs.forms import AnswerForm, answer_forms, posted_answer
 from runs.models import HumanRequest
@@ -20,6 +25,7 @@ from runs.views.markdown import render as markdown
 from runs.views.operations import pretty_json
 
 Kind = HumanRequest.AnswerKind
+CHOICE_KEYS = 9  # The digits 1 to 9 choose (static/keys.js); a longer list has no key.
 CONFIRMATION = {
     Kind.APPROVE: "Signed off; the agent reads your answer.",
     Kind.REJECT: "Rejected; the agent reads your reason.",
@@ -51,27 +57,64 @@ def answer_view(request: HttpRequest, pk: int) -> HttpResponse:
             for problem in str(error).split("; "):
                 form.refuse(problem)
         except OversightError as error:
-            form.add_error(None, str(error))
+            form.add_error(None, _refusal(human, request.user, error))
         else:
-            messages.success(request, CONFIRMATION[form.cleaned_data["kind"]])
-            return redirect("request", pk=human.pk)
+            return _moving_on(request, human, CONFIRMATION[form.cleaned_data["kind"]])
     form.focus_first_error()
     return _render(request, human, bound=form, status=400)
 
 
+def _moving_on(request, human: HumanRequest, done: str) -> HttpResponse:
+    """After an answer, the next request waiting for the reviewer, with a link back to
+    the one answered; if none waits, the page of the one answered."""
+    following = waiting.next_waiting(request.user, human)
+    if following is None:
+        messages.success(request, done)
+        return redirect("request", pk=human.pk)
+    answered = format_html(
+        '<a href="{}">Request {}</a> ({}): {} This one waits for you next.',
+        reverse("request", args=[human.pk]),
+        human.pk,
+        human.get_kind_display().lower(),
+        done,
+    )
+    messages.success(request, answered)
+    return redirect("request", pk=following.pk)
+
+
+def _refusal(human: HumanRequest, reviewer, error: OversightError) -> str:
+    """Why an answer was refused. For a request answered meanwhile (the same form posted
+    twice, or another reviewer first), who answered it: the service's reason gives only
+    its status."""
+    human.refresh_from_db()
+    if human.answered_by is None:
+        return str(error)
+    done = "rejected" if human.status == HumanRequest.Status.REJECTED else "answered"
+    by = "you" if human.answered_by == reviewer else human.answered_by.get_username()
+    return f"Request {human.pk} was already {done} by {by}; this answer was not recorded."
+
+
 def _render(request, human: HumanRequest, bound: AnswerForm | None = None, status: int = 200):
+    can_decide = has_project_perm(request.user, human.project, "decide_operation")
+    conflict = own_interest(human, request.user)
+    forms = _forms(human, bound)
     context = {
         "human": human,
         "run": human.run,
         "context_html": markdown(human.context),
         "schema": pretty_json(human.answer_schema) if human.answer_schema is not None else "",
         "answer_data": _answer_data(human),
-        "can_decide": has_project_perm(request.user, human.project, "decide_operation"),
-        "own_interest": own_interest(human, request.user),
-        "forms": _forms(human, bound),
+        "can_decide": can_decide,
+        "own_interest": conflict,
+        "decidable": human.status == HumanRequest.Status.OPEN and can_decide and not conflict,
+        "forms": forms,
+        "rejection": next((form for form in forms if form.using == "reject"), None),
+        "choice_keys": min(len(human.choices or ()), CHOICE_KEYS),
         "refused": bound is not None,
         "bound_errors": bound.errors_above() if bound else [],
         "checkpoints": human.checkpoints.select_related("actor_user").order_by("seq"),
+        "next_request": waiting.next_waiting(request.user, human),
+        "previous_request": waiting.next_waiting(request.user, human, back=True),
     }
     return render(request, "runs/request.html", context, status=status)
 
