@@ -1,7 +1,8 @@
-"""Migrations 0016, 0017 and 0018 add indexes to the busiest tables. On PostgreSQL a plain
-``CREATE INDEX`` waits for the transactions writing its table, and every write that
-comes after waits behind it until the index is built: agents' proposals would stop for
-as long as a large history takes to index. Built ``CONCURRENTLY``, writes go on."""
+"""Migrations 0016, 0017, 0018, 0023 and 0027 add indexes to the busiest tables. On
+PostgreSQL a plain ``CREATE INDEX`` waits for the transactions writing its table, and
+every write that comes after waits behind it until the index is built: agents' proposals
+would stop for as long as a large history takes to index. Built ``CONCURRENTLY``, writes
+go on."""
 
 from functools import partial
 
@@ -34,6 +35,21 @@ def connect() -> psycopg.Connection:
     )
 
 
+def writes_to(database: psycopg.Connection, table: str) -> None:
+    """A transaction that writes to ``table`` and has not committed yet."""
+    database.execute(f"LOCK TABLE {table} IN ROW EXCLUSIVE MODE")
+
+
+def sees_before(database: psycopg.Connection, table: str) -> None:
+    """A transaction that has taken its snapshot and not ended, holding no lock. Where a
+    migration adds a column before its index, the ``ALTER TABLE`` takes the table alone
+    for an instant, and a transaction writing to it from before would hold the migration
+    up there rather than at its index; a concurrent build waits for this one too (it
+    could still see the table as it was), and must not stop writers meanwhile."""
+    database.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    database.execute("SELECT 1").fetchone()
+
+
 def waiting_to_build(database: psycopg.Connection) -> bool:
     row = database.execute(
         "SELECT count(*) FROM pg_stat_activity"
@@ -60,25 +76,29 @@ def exists(database: psycopg.Connection, index: str) -> bool:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
-    ("before", "migration", "table", "indexes", "dropped"),
+    ("before", "migration", "table", "indexes", "dropped", "waited_for"),
     [
         ("0015_delivery_status_constraint", "0016_checkpoint_text_trigrams", "runs_checkpoint",
-         ["checkpoint_reason_trgm", "checkpoint_comment_trgm"], []),
+         ["checkpoint_reason_trgm", "checkpoint_comment_trgm"], [], writes_to),
         ("0016_checkpoint_text_trigrams", "0017_operation_queue_index", "runs_operation",
-         ["operation_queue_idx"], []),
+         ["operation_queue_idx"], [], writes_to),
         ("0017_operation_queue_index", "0018_worker_indexes", "runs_operation",
-         ["operation_approval_due_idx", "operation_leased_idx"], ["operation_lease_idx"]),
+         ["operation_approval_due_idx", "operation_leased_idx"], ["operation_lease_idx"],
+         writes_to),
         ("0022_lanes", "0023_queue_version_indexes", "runs_operation",
-         ["operation_queue_version_idx", "request_queue_version_idx"], []),
+         ["operation_queue_version_idx", "request_queue_version_idx"], [], writes_to),
+        ("0026_notified_requests", "0027_operation_target", "runs_operation",
+         ["operation_target_idx"], [], sees_before),
     ],
 )  # fmt: skip
-def test_an_index_is_built_while_the_table_takes_writes(before, migration, table, indexes, dropped):
+def test_an_index_is_built_while_the_table_takes_writes(
+    before, migration, table, indexes, dropped, waited_for
+):
     migrate([("runs", before)])
     writing, other, watching = connect(), connect(), connect()
     migrating = None
     try:
-        # A transaction that writes to the table and has not committed yet.
-        writing.execute(f"LOCK TABLE {table} IN ROW EXCLUSIVE MODE")
+        waited_for(writing, table)  # A transaction the build must wait for.
         migrating = manage_started("migrate", "runs", migration)
         reached = partial(waiting_to_build, watching)
         wait_until(reached, 60, "the migration reaching its index", migrating)

@@ -24,6 +24,11 @@ diff of the file, balances before and after…; see ``previews``): what a review
 shown is stored with their decision, and a decision on a preview the target has since
 moved past is refused. Without one, reviewers read the arguments.
 
+``target(args)`` names what the call acts on that other calls may act on too (an
+account, a file, a host), and ``together(pending, ctx)`` says what the calls waiting on
+one target would do together: two transfers that each fit may overdraw their account
+together, and a reviewer deciding on one is shown the others.
+
 ``snapshot(args, ctx)`` may capture what undo and verification need (e.g. the previous
 content of a file) before the effect fires; the worker stores it, and any artifacts it
 names, in the operation's intent checkpoint so that a worker resuming after a crash
@@ -77,7 +82,7 @@ from typing import Any, ClassVar, Protocol
 from django.db import DatabaseError
 from pydantic import BaseModel, ConfigDict
 
-from runs.actions.previews import Preview
+from runs.actions.previews import Preview, Together
 from runs.errors import OversightError
 from runs.models import Artifact, Operation
 
@@ -264,6 +269,20 @@ class Action:
         is not read): each row of the queue shows it, so it is worked out once, when the
         operation is proposed or edited, never per page. "": the action's name says it."""
         return ""
+
+    def target(self, args: Any) -> str:
+        """What this call acts on that other calls may act on too, from its arguments
+        alone, named with its kind ("account operating", "file notes/a.md", "host
+        example.com"): an operation's page lists the others still waiting on the same
+        target, whose effects add up. Worked out once, as ``gist`` is. "": none shared."""
+        return ""
+
+    def together(self, pending: list[Any], ctx: Context) -> "Together | None":
+        """What ``pending`` (calls of this action on one target, ``ctx``'s operation's
+        first) would do together, read from the live target as cheaply as ``preview``:
+        each may fit on its own while together they do not. None: nothing to say beyond
+        each call's own preview."""
+        return None
 
     def describe(self, args: Any) -> dict[str, str]:
         """Plain-language precondition and rollback plan, shown to reviewers."""

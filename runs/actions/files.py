@@ -68,7 +68,7 @@ from runs.actions.base import (
     TryLater,
     plain_reason,
 )
-from runs.actions.previews import FileChange, file_change
+from runs.actions.previews import FileChange, Together, file_change
 from runs.canonical import sha256_hex
 from runs.clock import db_now
 from runs.models import Artifact, Checkpoint, Operation, Project
@@ -504,6 +504,10 @@ def _not_ours(path: str, found: str | None, ctx: Context) -> str:
     )
 
 
+def _expect(count: int) -> str:
+    return "expects" if count == 1 else "expect"
+
+
 class FileWrite(Action):
     name = "file.write"
     Arguments = FileWriteArguments
@@ -524,6 +528,38 @@ class FileWrite(Action):
         lines = len(args.content.splitlines())
         what = "new file" if args.expected_sha256 is None else "replaces the file"
         return f"write {args.path} ({what}, {lines} line{'' if lines == 1 else 's'})"
+
+    def target(self, args: FileWriteArguments) -> str:
+        """The file, by its path as written plainly ("./a//b.md" is "a/b.md")."""
+        return f"file {PurePosixPath(args.path)}"
+
+    def together(self, pending: list[FileWriteArguments], ctx: Context) -> Together:
+        """Each write expects one version of the file and replaces it: of those expecting
+        the file as it is now, only the first made can succeed (the others then find it
+        changed and are refused); one expecting the version another of them writes can
+        be made after it; one expecting any other version is refused as things are."""
+        path = pending[0].path
+        with on_disk(path, "read"):
+            now = current_hash(resolve(path, ctx.project))
+        written = {sha256_hex(args.content.encode()) for args in pending} - {now}
+        fits = sum(args.expected_sha256 == now for args in pending)
+        follows = sum(args.expected_sha256 in written for args in pending)
+        stale = len(pending) - fits - follows
+        said = (
+            f"Of these {len(pending)} writes of {path}, this one included, {fits or 'none'} "
+            f"{_expect(fits)} the file as it is now{' (absent)' if now is None else ''}"
+        )
+        if fits > 1:
+            said += (
+                ": only the first of them made can succeed, and the others will then find "
+                "the file changed and be refused"
+            )
+        said += "."
+        if follows:
+            said += f" {follows} {_expect(follows)} the version another of them writes."
+        if stale:
+            said += f" {stale} {_expect(stale)} a version that is not there now."
+        return Together(said, fits > 1 or stale > 0)
 
     def describe(self, args: FileWriteArguments) -> dict[str, str]:
         before = (

@@ -79,6 +79,11 @@ FENCING_HEADER = "Oversight-Fencing-Epoch"
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
+def _host(url: str) -> str:
+    """The ``host[:port]`` a URL names, in lower case."""
+    return urlsplit(url).netloc.lower()
+
+
 def check_url(url: str) -> str:
     if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
         raise ValueError("must not contain spaces or control characters")
@@ -368,12 +373,18 @@ class HttpRequest(Action):
         """The host the call goes to (its precondition and verify URLs are most often
         the same host's)."""
         try:
-            return f"{self.name} {urlsplit(arguments['url']).netloc.lower()}"
+            return f"{self.name} {_host(arguments['url'])}"
         except (KeyError, TypeError, ValueError):  # Not a URL: the call fails on its own.
             return self.name
 
     def gist(self, args: HttpRequestArguments) -> str:
         return f"{args.method} {args.url}"
+
+    def target(self, args: HttpRequestArguments) -> str:
+        """The host the call goes to, as its lane names it. Calls to one host are listed
+        together, but nothing is said of what they do together: Oversight cannot tell
+        which of the host's resources each changes, nor how."""
+        return f"host {_host(args.url)}"
 
     def describe(self, args: HttpRequestArguments) -> dict[str, str]:
         pre = args.precondition

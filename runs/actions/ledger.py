@@ -28,7 +28,7 @@ from runs.actions.base import (
     NothingToRollBack,
     PreconditionFailed,
 )
-from runs.actions.previews import Balances
+from runs.actions.previews import Balances, Together
 from runs.models import Account, LedgerEntry, Operation
 from runs.statements import Prepared
 
@@ -70,6 +70,42 @@ class LedgerTransfer(Action):
         floor = args.require_balance_above
         kept = f", keeping {args.source} above {floor:,.2f}" if floor is not None else ""
         return f"{args.source} → {args.target}: {args.amount:,.2f}{kept}"
+
+    def target(self, args: TransferArguments) -> str:
+        """The account drawn from: transfers out of it add up (those into it only help)."""
+        return f"account {args.source}"
+
+    def together(self, pending: list[TransferArguments], ctx: Context) -> Together | None:
+        """What the transfers out of one account would draw from it together, against what
+        it holds now. Each is checked alone when it is made, so transfers that each fit
+        may together overdraw it (those made first go through, the others are refused),
+        or leave it at a floor that one of them requires."""
+        source = pending[0].source
+        project = ctx.operation.project_id
+        balances = dict(_BALANCES.rows(project=project, source=source, target=source))
+        if source not in balances:
+            return None  # Each one's preview says that there is no such account.
+        balance, drawn = balances[source], sum(args.amount for args in pending)
+        if drawn > balance:
+            return Together(_overdrawn(pending, source, balance, drawn), True)
+        said = (
+            f"Together these {len(pending)} transfers, this one included, would draw "
+            f"{drawn:,.2f} from {source}, which holds {balance:,.2f} now: they would leave "
+            f"{balance - drawn:,.2f}."
+        )
+        # Made last, a transfer finds what the others left: enough for its amount, but
+        # perhaps no more than its floor.
+        left = balance - drawn
+        floored = [
+            a for a in pending if shortfall(left + a.amount, a.amount, a.require_balance_above)
+        ]
+        if not floored:
+            return Together(said, False)
+        return Together(
+            f"{said} Made after the others, {len(floored)} of them would be refused: {source} "
+            "would no longer be above the floor set in their require_balance_above.",
+            True,
+        )
 
     def describe(self, args: TransferArguments) -> dict[str, str]:
         floor = args.require_balance_above
@@ -164,6 +200,21 @@ def _balances(ctx: Context, args: TransferArguments) -> dict[str, Decimal]:
     """The balances of the transfer's accounts that exist in the project, by name."""
     project = ctx.operation.project_id
     return dict(_BALANCES.rows(project=project, source=args.source, target=args.target))
+
+
+def _overdrawn(
+    pending: list[TransferArguments], source: str, balance: Decimal, drawn: Decimal
+) -> str:
+    """Transfers drawing ``drawn`` together from ``source``, which holds less: said first,
+    then by how much, and what becomes of them."""
+    alone = all(not shortfall(balance, a.amount, a.require_balance_above) for a in pending)
+    each = ", though each fits on its own" if alone else ""
+    return (
+        f"Together they would overdraw {source}{each}: these {len(pending)} transfers, this "
+        f"one included, draw {drawn:,.2f} from it, {drawn - balance:,.2f} more than the "
+        f"{balance:,.2f} it holds now. Those carried out first go through; the others will "
+        "be refused."
+    )
 
 
 def _unfunded(source: str, balance: Decimal, amount: Decimal, floor: Decimal | None) -> str:

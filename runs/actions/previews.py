@@ -126,3 +126,13 @@ class Exchange(Preview):
     now: str
     fields: list[dict]
     compensation: str = ""
+
+
+@dataclass(frozen=True)
+class Together:
+    """What several calls waiting on one target would do together (``Action.together``),
+    in a sentence or two, and whether they cannot all be made (``clash``: e.g. they would
+    overdraw their account, or each expects the file as it is now)."""
+
+    said: str
+    clash: bool

@@ -8,8 +8,12 @@ from django.utils.module_loading import import_string
 from pydantic import ValidationError
 
 from runs.actions.base import Action
+from runs.canonical import sha256_hex
 from runs.errors import InvalidInput
 from runs.models import Operation
+
+# Hex digits of the hash that ends a target too long for its column (``target_of``).
+TARGET_HASH = 16
 
 
 @cache
@@ -50,6 +54,23 @@ def gist_of(action_name: str, arguments: dict) -> str:
         return ""
     most = Operation._meta.get_field("gist").max_length
     return gist if len(gist) <= most else f"{gist[: most - 1]}…"
+
+
+def target_of(action_name: str, arguments: dict) -> str:
+    """What an operation acts on that others may too (``Action.target``): "" for an
+    action not registered here, or arguments that do not fit its schema. A name too long
+    for its column keeps its start, and ends with a hash of the whole: cut plainly, two
+    files with a long common prefix would pass for one target."""
+    action = get_action(action_name)
+    try:
+        target = action.target(parse_arguments(action, arguments)) if action else ""
+    except InvalidInput:
+        return ""
+    most = Operation._meta.get_field("target").max_length
+    if len(target) <= most:
+        return target
+    whole = sha256_hex(target.encode())[:TARGET_HASH]
+    return f"{target[: most - TARGET_HASH - 1]}…{whole}"
 
 
 def parse_arguments(action: Action, arguments: dict):

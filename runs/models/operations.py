@@ -78,6 +78,10 @@ class Operation(models.Model):
     lane = models.CharField(max_length=300, blank=True, default="")
     # What it would do, in one line, from its arguments (``Action.gist``): the queue's row.
     gist = models.CharField(max_length=200, blank=True, default="")
+    # What it acts on that others may too, from its arguments (``Action.target``: an
+    # account, a file, a host; "" for nothing shared): its page lists the others
+    # waiting on the same target, and what they would do together.
+    target = models.CharField(max_length=200, blank=True, default="")
     required_approvals = models.PositiveSmallIntegerField()
     approval_rule = models.CharField(
         max_length=300, blank=True, help_text="The policy rule that set risk and approvals."
@@ -152,6 +156,13 @@ class Operation(models.Model):
                 fields=["created_at", "id"],
                 condition=models.Q(status="proposed"),
                 name="operation_queue_idx",
+            ),
+            # The others waiting on an operation's target, on its page, oldest first:
+            # WHERE project_id = ? AND target = ? AND status = 'proposed'.
+            models.Index(
+                fields=["project", "target", "created_at"],
+                condition=models.Q(status="proposed"),
+                name="operation_target_idx",
             ),
             models.Index(
                 fields=["expires_at"],

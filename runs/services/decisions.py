@@ -14,7 +14,7 @@ from operator import attrgetter
 
 from django.db import transaction
 
-from runs.actions.registry import check_proposal, gist_of, lane_of
+from runs.actions.registry import check_proposal, gist_of, lane_of, target_of
 from runs.actors import Actor
 from runs.canonical import json_hash
 from runs.clock import db_now
@@ -153,6 +153,7 @@ def _approve(run, operation, reviewer, kind, comment, arguments, actor, seen, no
                 "arguments_hash": decided_hash,
                 "lane": lane_of(operation.action, arguments, operation.project_id),
                 "gist": gist_of(operation.action, arguments),
+                "target": target_of(operation.action, arguments),
             }
     # The policy judges the edited arguments too: an edit can raise the risk and the
     # count (and then the decision waits for more people), never lower them.

@@ -5,7 +5,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from runs.actions.registry import check_proposal, gist_of, lane_of
+from runs.actions.registry import check_proposal, gist_of, lane_of, target_of
 from runs.actors import Actor
 from runs.canonical import json_hash
 from runs.clock import db_now
@@ -118,6 +118,7 @@ def submit_proposal(
                 executor=executor,
                 lane=lane_of(action, arguments, run.project_id),
                 gist=gist_of(action, arguments),
+                target=target_of(action, arguments),
                 base_version=base_version,
                 proposed_by_token=token,
                 summary=summary,

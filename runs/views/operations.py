@@ -20,6 +20,7 @@ from runs.policies import explain
 from runs.preview_changes import digest, what_changed
 from runs.services.decisions import decide, own_interest
 from runs.services.previews import preview_hash, preview_of, stored_preview
+from runs.siblings import waiting_with
 from runs.views.access import load_operation
 
 RECENT_MESSAGES = 10
@@ -173,6 +174,7 @@ def _render(
         "plan": _plan(operation),
         "preview": preview,
         "preview_seen_by": seen_by,
+        "siblings": waiting_with(operation),
         "approval_rule": approval_rule,
         "risk_raised_by": risk_raised_by,
         "decisions": decisions,
