@@ -23,7 +23,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import OuterRef, Subquery
+from django.db.models import Exists, OuterRef, Subquery
 
 from runs.models import AgentToken, FeedEvent, HumanRequest, Operation
 
@@ -49,9 +49,12 @@ def feed_marks(pks: set[int]) -> dict:
 
 def acting_tokens(pks: set[int]) -> dict:
     """Whether each token still acts (``AgentToken.acting``): a wait ends when its
-    token is revoked, or its owner leaves the project, not when it would have."""
-    acting = set(AgentToken.acting().filter(pk__in=pks).values_list("pk", flat=True))
-    return {pk: pk in acting for pk in pks}
+    token is revoked, or its owner leaves the project, not when it would have. A token
+    this connection cannot see (not committed yet) is left out, as the other counters
+    leave out their rows: unchanged, not revoked."""
+    acts = Exists(AgentToken.acting().filter(pk=OuterRef("pk")))
+    tokens = AgentToken.objects.filter(pk__in=pks).annotate(acts=acts)
+    return dict(tokens.values_list("pk", "acts"))
 
 
 # What a wait may watch: kind -> how to read the marks of some rows, by pk.
