@@ -12,11 +12,13 @@ made only if the forward entry exists, itself applied once.
 
 import logging
 import random
+import re
 import time
 from decimal import Decimal
+from typing import Annotated
 
 from django.db import IntegrityError, OperationalError, transaction
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from runs import statements
 from runs.actions.base import (
@@ -32,7 +34,18 @@ from runs.actions.previews import Balances, Together
 from runs.models import Account, LedgerEntry, Operation
 from runs.statements import Prepared
 
-Money = Decimal
+# An amount as a person reads it: 1250, "1250.00", never "1e3" (accepted, it was shown as
+# written) nor " 12". A number in the JSON reaches here already a number.
+PLAIN_AMOUNT = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+
+
+def _plain(value):
+    if isinstance(value, str) and not PLAIN_AMOUNT.fullmatch(value):
+        raise ValueError("an amount is a plain decimal such as 1250.00, with no exponent or spaces")
+    return value
+
+
+Money = Annotated[Decimal, BeforeValidator(_plain)]
 # SQLSTATEs of a transaction the database aborted to resolve a conflict: retry it.
 CONFLICTS = {"40001", "40P01"}  # serialization failure, deadlock detected
 CONFLICT_RETRIES = 5
