@@ -21,6 +21,10 @@ from runs.models import Decision, HumanRequest, Operation, Preferences, Project,
 from runs.services.requests import TEXT_ANSWER_CHARS, allowed_kinds
 
 IRREVERSIBLE = (Operation.RollbackKind.NONE, Operation.RollbackKind.OUT_OF_BAND)
+# The one box of a rejection, on an operation's page and on a request's: the agent
+# reads the reason (#34), and the database refuses a rejection without one.
+REASON_LABEL = "Reason (required): the agent reads it"
+REJECTING = (Decision.Kind.REJECT, Decision.Kind.REPLY)
 
 
 class DecisionForm(forms.Form):
@@ -41,8 +45,9 @@ class DecisionForm(forms.Form):
         self.operation = operation
 
     @property
-    def kind_label(self) -> str:
-        return Decision.Kind(self.initial.get("kind") or self.data.get("kind")).label.capitalize()
+    def comment_label(self) -> str:
+        rejecting = (self.initial.get("kind") or self.data.get("kind")) == Decision.Kind.REJECT
+        return REASON_LABEL if rejecting else "Comment (optional)"
 
     @property
     def needs_confirmation(self) -> bool:
@@ -56,14 +61,11 @@ class DecisionForm(forms.Form):
     def clean(self):
         data = super().clean()
         kind = data.get("kind")
-        if (
-            kind in (Decision.Kind.REJECT, Decision.Kind.REPLY)
-            and not data.get("comment", "").strip()
-        ):
-            self.add_error(
-                "comment",
-                "Say why you reject it." if kind == Decision.Kind.REJECT else "Write the reply.",
-            )
+        if kind in REJECTING and not data.get("comment", "").strip():
+            # A reply (a rejection posted by a script, or by a page from before the one
+            # Reject) has no box on the page: its error is said above the forms.
+            field = "comment" if kind == Decision.Kind.REJECT else None
+            self.add_error(field, "Say why you reject it.")
         if (
             kind in Decision.APPROVING
             and self.needs_confirmation
@@ -197,14 +199,12 @@ class AnswerForm(forms.Form):
 
 
 class SignOffForm(AnswerForm):
-    """A sign-off: Sign off or Reject, two buttons that post the kind; one comment box,
-    which a rejection needs as its reason."""
+    """A sign-off: Sign off, with an optional comment. Rejecting it is the ``RejectForm``
+    beside it, with a box of its own for the reason: a box shared by both would put
+    Sign off right after the reason, where r, the reason, Tab and Enter (the habit of
+    rejecting an operation) would sign it off."""
 
     using = "sign_off"
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.fields["comment"].label = "Comment (optional; the reason, if you reject)"
 
 
 class RejectForm(AnswerForm):
@@ -217,7 +217,7 @@ class RejectForm(AnswerForm):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         comment = self.fields["comment"]
-        comment.label, comment.required = "Reason (required)", True
+        comment.label, comment.required = REASON_LABEL, True
         comment.error_messages["required"] = "Say why you reject it."
 
 
@@ -357,7 +357,7 @@ def answer_forms(request: HumanRequest) -> list[type[AnswerForm]]:
     """The ways to answer ``request``, its way to accept first."""
     Kind = HumanRequest.Kind
     if request.kind == Kind.SIGN_OFF:
-        return [SignOffForm]
+        return [SignOffForm, RejectForm]
     if request.kind == Kind.QUESTION:
         return [TextAnswerForm, RejectForm]
     if request.kind == Kind.CHOICE:

@@ -120,13 +120,48 @@ def test_reject_without_a_reason_is_refused_and_changes_nothing(as_reviewer, op,
     assert stored() == before
 
 
+def test_the_page_offers_one_reject_whose_reason_the_agent_reads(as_reviewer, op, accounts):
+    """#34: "Reject" and "Reject with reply" confused newcomers; both rejected, and the
+    agent read the words either way."""
+    page = as_reviewer.get(page_of(op)).text
+
+    forms = re.findall(r'<form method="post" action="[^"]*decide/" id="([\w-]+)"', page)
+    assert forms == ["approve-form", "reject-form"]
+    assert re.findall(r"<summary>([^<]*)</summary>", page) == ["Edit and approve", "Reject"]
+    assert '<label for="reject-comment">Reason (required): the agent reads it</label>' in page
+    assert "reply" not in page.lower()
+
+
 def test_reply_rejects_with_the_reply_as_the_agents_result(as_reviewer, op):
+    """A script, or a page from before the one Reject, may still post a reply."""
     response = post_decision(as_reviewer, op, "reply", comment="Use account C instead.")
 
     assert response.status_code == 302
     op.refresh_from_db()
     assert op.status == Operation.Status.REJECTED
     assert op.result == {"decision": "rejected", "reply": "Use account C instead."}
+    page = as_reviewer.get(page_of(op)).text
+    assert "Rejected; the agent reads your reason." in page
+    assert re.search(
+        r"<li><strong>reject with reply</strong> by reviewer, .*?: “Use account C instead.”", page
+    )
+
+
+def test_a_reply_without_words_is_refused_above_the_forms(as_reviewer, op, accounts):
+    """The page has no box for a reply: the refusal is said where it is seen, and the
+    reviewer rejects with the page's one Reject."""
+    before = stored()
+
+    response = post_decision(as_reviewer, op, "reply", comment=" ")
+
+    assert response.status_code == 400
+    assert re.search(
+        r'<div class="error" role="alert" tabindex="-1" autofocus><p>Say why you reject it.</p>',
+        response.text,
+    )
+    assert field_errors(response.text) == []
+    assert 'id="reject-comment"' in response.text
+    assert stored() == before
 
 
 # --- Editing the arguments ------------------------------------------------------------

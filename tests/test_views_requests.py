@@ -84,10 +84,9 @@ def test_a_reviewer_signs_off_and_sees_who_answered_when(client, ask, reviewer, 
     page = client.get(f"/requests/{human.pk}/").text
     assert "A sign-off the agent asks" in page
     form = re.search(r'<form[^>]*class="decision answer-sign_off".*?</form>', page, re.S)[0]
-    assert re.findall(r'<button type="submit" name="kind" value="(\w+)"[^>]*>([^<]*)<', form) == [
-        ("approve", "Sign off"),
-        ("reject", "Reject"),
-    ]
+    assert re.findall(r"<button[^>]*>([^<]*)<", form) == ["Sign off"]
+    assert '<input type="hidden" name="kind" value="approve"' in form
+    assert '<label for="sign_off-comment">Comment (optional)</label>' in form
     assert "Type" not in page  # No challenge: nothing executes on an answer.
 
     response = post_answer(client, human, "approve", using="sign_off", comment="Looks right")
@@ -105,19 +104,48 @@ def test_a_reviewer_signs_off_and_sees_who_answered_when(client, ask, reviewer, 
     assert run.status == "queued"
 
 
-def test_a_sign_off_is_rejected_beside_it_with_a_reason(client, ask, reviewer):
+def test_a_sign_off_is_rejected_under_reject_with_a_reason_of_its_own(client, ask, reviewer):
+    """Reject has its own box, after the sign-off's form: the reason is never a comment
+    typed above Sign off."""
     human = ask()
     client.force_login(reviewer)
+    page = client.get(f"/requests/{human.pk}/").text
+    form = re.search(r'<form[^>]*class="decision answer-reject".*?</form>', page, re.S)[0]
+    assert '<input type="hidden" name="kind" value="reject"' in form
+    assert '<label for="reject-comment">Reason (required): the agent reads it</label>' in form
+    assert page.index('id="sign_off-form"') < page.index('id="reject-form"')
     before = stored()
-    response = post_answer(client, human, "reject", using="sign_off", comment="  ")
+
+    response = post_answer(client, human, "reject", using="reject", comment="  ")
+
     assert response.status_code == 400
     assert errors(response.text) == ["Say why you reject it."]
     assert response.text.count("<title>Error: Request") == 1
-    comment = control(response.text, "sign_off-comment")
+    assert '<details class="more" open>\n            <summary>Reject</summary>' in response.text
+    comment = control(response.text, "reject-comment")
     assert 'aria-invalid="true"' in comment and "autofocus" in comment
-    assert 'aria-describedby="sign_off-comment_error"' in comment
-    assert '<div id="sign_off-comment_error">' in response.text
+    assert 'aria-describedby="reject-comment_error"' in comment
+    assert "aria-invalid" not in control(response.text, "sign_off-comment")
     assert stored() == before
+
+    response = post_answer(client, human, "reject", using="reject", comment="Not on a Friday")
+    assert response.status_code == 302
+    human.refresh_from_db()
+    assert (human.status, human.answer_kind, human.comment) == (
+        "rejected",
+        "reject",
+        "Not on a Friday",
+    )
+
+
+def test_a_sign_off_page_from_before_still_rejects_from_its_shared_box(client, ask, reviewer):
+    """A page loaded before Reject had its own box posted the rejection from the
+    sign-off's form: it is still recorded, and still needs its reason."""
+    human = ask()
+    client.force_login(reviewer)
+    response = post_answer(client, human, "reject", using="sign_off", comment="")
+    assert response.status_code == 400
+    assert errors(response.text) == ["Say why you reject it."]
 
     response = post_answer(client, human, "reject", using="sign_off", comment="Not on a Friday")
     assert response.status_code == 302

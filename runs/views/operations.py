@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 from runs import queue as waiting
 from runs.actions.registry import get_action, parse_arguments
 from runs.errors import InvalidInput, OversightError, PreviewChanged
-from runs.forms import DecisionForm, EditForm
+from runs.forms import REJECTING, DecisionForm, EditForm
 from runs.models import Decision, Operation
 from runs.paused_lanes import PausedLane, paused_lanes
 from runs.permissions import has_project_perm
@@ -24,7 +24,9 @@ from runs.siblings import waiting_with
 from runs.views.access import load_operation
 
 RECENT_MESSAGES = 10
-DECISION_KINDS = [kind for kind, _ in Decision.Kind.choices]
+# The decisions a page offers, one form each: one Reject, whose reason the agent reads
+# (#34). A post of kind reply, from a script or a page from before, is still recorded.
+DECISION_KINDS = [Decision.Kind.APPROVE, Decision.Kind.EDIT, Decision.Kind.REJECT]
 EDITOR_ID = "editor-%s"  # The edit's first step, on a page with the approval of the edit.
 # A worker still has these to carry out on the target (the effect, its verification,
 # or the rollback after a failed one), so a pause of its lane holds them up.
@@ -345,10 +347,8 @@ def _field_of(problem: str) -> str:
 
 
 def _confirmation(kind: str, operation: Operation) -> str:
-    if kind in (Decision.Kind.REJECT, Decision.Kind.REPLY):
-        return "Rejected; the agent reads your " + (
-            "reply." if kind == Decision.Kind.REPLY else "reason."
-        )
+    if kind in REJECTING:
+        return "Rejected; the agent reads your reason."
     if operation.status == Operation.Status.PROPOSED:
         return "Your approval is recorded; another reviewer must approve too."
     return (

@@ -170,16 +170,16 @@ def test_the_answer_stays_in_reach_on_a_long_request(page, size, reviewer, ask):
     assert page.evaluate("document.documentElement.scrollHeight") > 2 * size["height"]
     assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
     sign_off = bar(page).get_by_role("button", name="Sign off")
-    in_view(sign_off, size)
-    page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight / 2)")
-    in_view(sign_off, size)
-    page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
-    in_view(sign_off, size)
+    reject = bar(page).get_by_role("link", name="Reject")
+    for fraction in (0, 0.5, 1):
+        page.evaluate(f"window.scrollTo(0, document.documentElement.scrollHeight * {fraction})")
+        in_view(sign_off, size)
+        in_view(reject, size)
     clear_of_the_bar(page, page.locator(".site-footer"))
     page.evaluate("window.scrollTo(0, 0)")
     viewport(page, f"request-bar-{size['width']}")
     # The comment written in the page's form goes with the bar's Sign off.
-    page.locator("form.answer-sign_off").get_by_label(re.compile("^Comment")).fill("Go ahead")
+    page.locator("form.answer-sign_off").get_by_label("Comment (optional)").fill("Go ahead")
 
     sign_off.click()
 

@@ -124,7 +124,7 @@ def test_each_kind_has_its_own_controls(page, reviewer, run, agent_token, kind, 
     buttons = decide.get_by_role("button").filter(visible=True)
     heading, names = {
         "question": ("A question the agent asks", ["Send answer"]),
-        "sign_off": ("A sign-off the agent asks", ["Sign off", "Reject"]),
+        "sign_off": ("A sign-off the agent asks", ["Sign off"]),
         "choice": ("A choice the agent asks", ["eu-west", "us-east"]),
         "data": ("Data the agent asks for", ["Send answer"]),
     }[kind]
@@ -141,8 +141,7 @@ def test_each_kind_has_its_own_controls(page, reviewer, run, agent_token, kind, 
         expect(decide.get_by_label("Express delivery")).to_have_value("false")
         expect(decide.get_by_label("Colour")).to_have_value("")
         expect(decide.locator("summary", has_text="Answer in JSON instead")).to_be_visible()
-    if kind != "sign_off":
-        expect(decide.locator("details.more summary", has_text="Reject")).to_be_visible()
+    expect(decide.locator("details.more summary", has_text="Reject")).to_be_visible()
     fits(page)
     screenshot(page, f"request-{kind}-{size[0]}")
 
@@ -187,24 +186,28 @@ def test_a_question_is_answered_in_words_by_keyboard_from_the_queue(
     )
 
 
-def test_a_sign_off_is_rejected_beside_it_and_a_missing_reason_takes_the_focus(
+def test_a_sign_off_is_rejected_under_reject_and_a_missing_reason_takes_the_focus(
     page, reviewer, run, agent_token
 ):
+    """A sign-off's Reject is the other kinds': under Reject, with its own reason."""
     human = asked(run, agent_token, "sign_off", "Sign off the plan?")
     page.set_viewport_size({"width": 390, "height": 844})
     sign_in(page, reviewer)
     page.goto(f"/requests/{human.pk}/")
+    expect(page.locator("form.answer-sign_off").get_by_label("Comment (optional)")).to_be_visible()
 
-    page.get_by_role("button", name="Reject").click()
+    page.locator("details.more summary", has_text="Reject").click()
+    page.locator("form.answer-reject").get_by_role("button", name="Reject").click()
 
     expect(page).to_have_title(re.compile(r"^Error: Request"))
-    comment = page.get_by_label("Comment (optional; the reason, if you reject)")
-    expect(comment).to_be_focused()
-    expect(comment).to_have_attribute("aria-invalid", "true")
-    expect(page.locator("form.answer-sign_off .field-error")).to_have_text("Say why you reject it.")
+    reason = page.locator("form.answer-reject").get_by_label("Reason (required)")
+    expect(reason).to_be_focused()
+    expect(reason).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("form.answer-reject .field-error")).to_have_text("Say why you reject it.")
     fits(page)
     page.keyboard.type("Too risky")
-    tab_to(page, page.get_by_role("button", name="Reject"))
+    page.keyboard.press("Tab")
+    expect(page.locator("form.answer-reject").get_by_role("button", name="Reject")).to_be_focused()
     page.keyboard.press("Enter")
     expect(page.locator("#outcome .status")).to_have_text("Rejected")
     expect(page.locator("#outcome")).to_contain_text("Reason: “Too risky”")
