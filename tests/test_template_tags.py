@@ -1,9 +1,15 @@
-"""The template tags every page's times and JSON go through."""
+"""The template tags every page's times, JSON and amounts go through."""
 
+import copy
+import re
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from html import escape
 from zoneinfo import ZoneInfo
 
+import pytest
 from django.template import engines
+from django.template.loader import render_to_string
 from django.utils import timezone
 
 WHEN = engines["django"].from_string("{% load oversight %}{% when moment %}")
@@ -33,3 +39,49 @@ def test_what_is_not_a_moment_shows_nothing():
     """As the date filters did: a missing variable, a date, a naive time."""
     for value in ("", datetime(2026, 3, 9).date(), datetime(2026, 3, 9, 12, 0)):
         assert WHEN.render({"moment": value}) == ""
+
+
+AMOUNT = engines["django"].from_string("{% load oversight %}{{ value|amount }}")
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("17000.00", "17,000.00"),
+        ("-1250.50", "-1,250.50"),
+        ("999.99", "999.99"),
+        ("1234567", "1,234,567"),
+        ("0.0000001", "0.0000001"),
+        (Decimal("15750.00"), "15,750.00"),
+    ],
+)
+def test_an_amount_reads_with_thousands_separators_its_digits_as_written(value, shown):
+    assert AMOUNT.render({"value": value}) == shown
+
+
+@pytest.mark.parametrize("value", ["n/a", "1E+3", "NaN", "12.", "١٢٣٤٥", "<b>1000</b>", None])
+def test_what_is_not_an_amount_passes_through_escaped(value):
+    assert AMOUNT.render({"value": value}) == escape(str(value))
+
+
+def test_the_balances_preview_shows_amounts_with_separators_and_keeps_them_as_stored():
+    """The preview a decision keeps is hashed as the ledger wrote it: only the page
+    changes."""
+    preview = {
+        "kind": "balances",
+        "rows": [
+            {"account": "operating", "before": "17000.00", "after": "15750.00"},
+            {"account": "acme", "before": "-250.00", "after": "1000.00"},
+        ],
+        "floor": "10000.00",
+        "holds": True,
+        "why": "",
+    }
+    kept = copy.deepcopy(preview)
+
+    page = render_to_string("runs/partials/preview.html", {"preview": preview})
+
+    cells = re.findall(r'<td class="number">([^<]*)</td>', page)
+    assert cells == ["17,000.00", "15,750.00", "-250.00", "1,000.00"]
+    assert "The source must hold more than 10,000.00." in page
+    assert preview == kept

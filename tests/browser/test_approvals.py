@@ -63,7 +63,7 @@ def test_new_proposal_appears_and_an_edit_is_committed(page, reviewer, propose, 
     editor.fill(json.dumps({**shown, "amount": "250.00"}, indent=2, sort_keys=True))
     page.get_by_role("button", name="Preview the edit").click()
     expect(page.locator("table.balances tbody tr")).to_have_text(
-        [re.compile(r"A\s*5000.00\s*4750.00"), re.compile(r"B\s*0.00\s*250.00")]
+        [re.compile(r"A\s*5,000.00\s*4,750.00"), re.compile(r"B\s*0.00\s*250.00")]
     )
     page.locator("form.decision-edit").get_by_label("Comment (optional)").fill(
         "The invoice says 250."

@@ -226,7 +226,7 @@ def test_a_changed_preview_takes_the_focus_and_says_what_changed(page, size, rev
     )
     in_view(changed, size)
     expect(page).to_have_title(re.compile(r"^Error: "))
-    expect(page.locator("table.balances tbody tr").first).to_contain_text("4000.00")
+    expect(page.locator("table.balances tbody tr").first).to_contain_text("4,000.00")
     assert Operation.objects.get(pk=op.pk).status == "proposed"
     assert not Decision.objects.exists()
     viewport(page, f"decision-bar-preview-changed-{size['width']}")

@@ -36,6 +36,11 @@ VIEWPORT = {"width": 1280, "height": 800}
 CONTENT_BOTTOM = (
     "Math.max(...Array.from(document.body.children, e => e.getBoundingClientRect().bottom))"
 )
+# An element's box in the page's coordinates, wherever the window is scrolled.
+ON_THE_PAGE = """e => {
+  const box = e.getBoundingClientRect();
+  return {x: box.x + scrollX, y: box.y + scrollY, width: box.width, height: box.height};
+}"""
 DOCS_IMG = REPO_ROOT / "docs" / "img"
 AGENT = Actor.agent("demo-agent")
 # What seed_demo leaves waiting: a README edit, an invoice one reviewer of two
@@ -55,8 +60,15 @@ def save(page: Page, name: str, part: Locator | None = None, full_page: bool = F
     folder = DOCS_IMG if docs else SCREENSHOTS / "docs"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.png"
-    if part is not None:  # The decision bar stays at the window's foot, not the part's.
-        part.screenshot(path=str(path), style=".decision-bar { display: none; }")
+    if part is not None:
+        # Cut from the whole page, not from the window: scrolled into the window, a
+        # part taller than the window less the decision bar's scroll padding had its
+        # top above it, where nothing is painted (an empty band atop docs/img/edit.png).
+        # The bar stays at the window's foot, not the part's: it is hidden.
+        clip = part.evaluate(ON_THE_PAGE)
+        page.screenshot(
+            path=str(path), full_page=True, clip=clip, style=".decision-bar { display: none; }"
+        )
     elif full_page:
         page.screenshot(path=str(path), full_page=True)
     else:  # A short page is cut below its content, not padded with empty background.

@@ -52,7 +52,7 @@ def test_a_transfer_shows_the_balances_it_leaves(page, reviewer, propose, accoun
     open_operation(page, op)
     rows = page.locator("table.balances tbody tr")
     expect(rows).to_have_text(
-        [re.compile(r"A\s*5000.00\s*4900.00"), re.compile(r"B\s*0.00\s*100.00")]
+        [re.compile(r"A\s*5,000.00\s*4,900.00"), re.compile(r"B\s*0.00\s*100.00")]
     )
     expect(page.locator(".preview")).to_contain_text("It could be made now.")
     screenshot(page, "preview-balances")
