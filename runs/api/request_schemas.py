@@ -28,8 +28,12 @@ class RequestIn(Schema):
     )
     answer_schema: dict[str, Any] | None = Field(
         default=None,
-        description="For data: a JSON Schema the answer's data must be valid against; "
-        "$ref only within the schema.",
+        description="For data: a JSON Schema the answer's data must be valid against. "
+        "Refused (422, saying why) unless any answer can be checked against it in bounded "
+        "time: $ref only as a JSON Pointer within the schema ('#/$defs/Name'), no $ref "
+        f"cycle on one value, at most {service.PATTERNS_MAX} patterns, each without "
+        f"lookaround or backreferences, and at most {service.SCHEMA_STEPS_MAX} steps for "
+        "one value of the answer, each $ref followed where it is used.",
     )
     choices: list[str] | None = Field(
         default=None,

@@ -32,9 +32,10 @@ from runs.errors import (
     RunNotAccepting,
     StaleVersion,
 )
-from runs.jsonsafe import check_size
+from runs.jsonsafe import check_json, max_depth
 from runs.models import AgentToken, ApprovalPolicy, HumanRequest, Run
 from runs.permissions import require_project_perm
+from runs.schema_work import Unmeasurable, measure, patterns
 from runs.services.decisions import DECISION_TIMEOUT, in_key_order, own_interest
 from runs.services.identity import named
 from runs.services.runs import (
@@ -57,6 +58,16 @@ COMMENT_CHARS = 4000
 TEXT_ANSWER_CHARS = 20_000
 EXPIRES_IN_MIN = 60
 EXPIRES_IN_MAX = 30 * 24 * 3600
+# What checking an answer against a schema may cost (``answer_validator``): steps for
+# one value of the answer (``runs.schema_work``), patterns compiled, the size of each.
+SCHEMA_STEPS_MAX = 1000
+PATTERNS_MAX = 100
+PATTERN_BYTES_MAX = 256 * 1024
+LINEAR_PATTERNS = jsonschema_rs.RegexOptions(
+    size_limit=PATTERN_BYTES_MAX, dfa_size_limit=PATTERN_BYTES_MAX
+)
+# An answer checked in at most this many steps hears of all its problems, else the first.
+LISTED_STEPS_MAX = 10_000
 Kind = HumanRequest.AnswerKind
 Asks = HumanRequest.Kind
 Status = HumanRequest.Status
@@ -213,17 +224,43 @@ def _validate_choices(choices) -> None:
         raise InvalidInput("choices: each choice once")
 
 
-def answer_validator(schema) -> jsonschema_rs.Validator:
-    """A validator for ``schema``, which must be a valid JSON Schema object. Offline: a
-    ``$ref`` to anything outside the schema is refused, never fetched."""
+def answer_validator(schema) -> tuple[jsonschema_rs.Validator, int]:
+    """A validator for ``schema`` and the most steps it takes over one value of an
+    answer. The agent wrote the schema, and a reviewer's answer is checked against it
+    in the web request: it must be a valid JSON Schema object that checks any answer in
+    bounded time. So it is within the size and depth limits of arguments; its patterns
+    are at most ``PATTERNS_MAX``, each compiled to at most ``PATTERN_BYTES_MAX`` and run
+    in time linear in the string (``regex``, not a backtracking engine: no lookaround or
+    backreferences); and it takes at most ``SCHEMA_STEPS_MAX`` steps for a value, each
+    ``$ref`` followed where it is used (``runs.schema_work``). Offline: a ``$ref`` to
+    anything outside the schema is refused, never fetched."""
     if not isinstance(schema, dict):
         raise InvalidInput("answer_schema: a JSON Schema object")
-    check_size("answer_schema", schema, max_bytes=settings.OVERSIGHT_API_MAX_ARGUMENTS_BYTES)
+    check_json("answer_schema", schema, max_bytes=settings.OVERSIGHT_API_MAX_ARGUMENTS_BYTES)
+    if (count := patterns(schema)) > PATTERNS_MAX:
+        raise InvalidInput(f"answer_schema: {count} patterns, over the limit of {PATTERNS_MAX}")
     try:
-        return jsonschema_rs.validator_for(schema, offline=True, validate_formats=True)
+        validator = jsonschema_rs.validator_for(
+            schema, offline=True, validate_formats=True, pattern_options=LINEAR_PATTERNS
+        )
     except (ValueError, jsonschema_rs.ReferencingError) as error:
-        reason = str(error).splitlines()[0]
-        raise InvalidInput(f"answer_schema: not a valid JSON Schema: {reason}") from None
+        raise InvalidInput(f"answer_schema: not a valid JSON Schema: {_reason(error)}") from None
+    try:
+        return validator, measure(schema, depth=max_depth(), limit=SCHEMA_STEPS_MAX)
+    except Unmeasurable as error:
+        raise InvalidInput(f"answer_schema: {error}") from None
+
+
+def _reason(error: Exception) -> str:
+    """The validator's reason, in a line; for a pattern it does not compile, the
+    patterns it takes."""
+    reason = str(error).splitlines()[0]
+    if reason.endswith('is not a "regex"'):
+        reason += (
+            " (a pattern here runs in time linear in the answer: no lookaround or "
+            f"backreferences, and at most {PATTERN_BYTES_MAX // 1024} KiB compiled)"
+        )
+    return reason
 
 
 def allowed_kinds(request: HumanRequest) -> tuple[str, str]:
@@ -272,14 +309,41 @@ def _checked_data(request: HumanRequest, kind: str, data: Any) -> Any:
             raise InvalidInput(f"data: an answer in words, 1 to {TEXT_ANSWER_CHARS} characters")
         return data
     if kind == Kind.ANSWER:
-        problems = [
-            f"data{''.join(f'.{part}' for part in error.instance_path)}: {error.message}"
-            for error in answer_validator(request.answer_schema).iter_errors(data)
-        ]
-        if problems:
+        if problems := _problems(*answer_validator(request.answer_schema), data):
             raise InvalidInput("; ".join(problems[:5]))
         return data
     return None
+
+
+def _problems(validator: jsonschema_rs.Validator, steps: int, data: Any) -> list[str]:
+    """What is wrong with ``data``: every problem if checking it takes at most
+    ``LISTED_STEPS_MAX`` steps, else the first. Listing builds each problem (some 10
+    µs apiece) and a large answer may have millions: 10,000 values that each fail 100
+    checks took forty seconds to refuse."""
+    if _values(data) * steps <= LISTED_STEPS_MAX:
+        return [_said(error) for error in validator.iter_errors(data)]
+    try:
+        validator.validate(data)
+    except jsonschema_rs.ValidationError as error:
+        return [_said(error)]
+    return []
+
+
+def _said(error: jsonschema_rs.ValidationError) -> str:
+    return f"data{''.join(f'.{part}' for part in error.instance_path)}: {error.message}"
+
+
+def _values(data: Any) -> int:
+    """How many values ``data`` holds, itself included."""
+    count, stack = 0, [data]
+    while stack:
+        value = stack.pop()
+        count += 1
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return count
 
 
 @transaction.atomic
