@@ -1,5 +1,6 @@
 """The registered actions, loaded from the ``OVERSIGHT_ACTIONS`` setting."""
 
+import re
 from functools import cache
 
 from django.conf import settings
@@ -83,6 +84,38 @@ def parse_arguments(action: Action, arguments: dict):
             for err in exc.errors()
         )
         raise InvalidInput(problems) from None
+
+
+# An action's name: what a reviewer reads to know what runs. Lowercase ASCII letters,
+# digits and . _ - only, so that no look-alike letter from another script, zero-width
+# character, trailing space or right-to-left override can pass for a registered name.
+ACTION_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,99}")
+# Within those, what reads alike: 0 and o, 1, i and l, rn and m, vv and w, . _ and -.
+LOOK_ALIKE = str.maketrans({"0": "o", "1": "l", "i": "l", "_": ".", "-": "."})
+
+
+def look_alike(name: str) -> str:
+    """``name`` as it reads at a glance: two names that give the same are confusable."""
+    return re.sub(r"\.+", ".", name.translate(LOOK_ALIKE).replace("rn", "m").replace("vv", "w"))
+
+
+def check_name(action_name: str) -> None:
+    """Refuse a proposed action's name that could pass for another: outside
+    ``ACTION_NAME``, or reading like a registered action's without being it (an action
+    the agent carries out itself would be shown as if Oversight did)."""
+    if not ACTION_NAME.fullmatch(action_name):
+        raise InvalidInput(
+            "action: lowercase letters, digits, '.', '_' and '-' only, starting with a "
+            "letter or digit, at most 100"
+        )
+    if action_name in registered():
+        return
+    reads = look_alike(action_name)
+    if twin := next((name for name in registered() if look_alike(name) == reads), None):
+        raise InvalidInput(
+            f"action: {action_name} reads like the registered action {twin}: an action "
+            "the agent carries out itself needs a name of its own"
+        )
 
 
 def check_proposal(action_name: str, arguments: dict, rollback_kind: str) -> str:

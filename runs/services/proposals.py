@@ -5,7 +5,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from runs.actions.registry import check_proposal, gist_of, lane_of, target_of
+from runs.actions.registry import check_name, check_proposal, gist_of, lane_of, target_of
 from runs.actors import Actor
 from runs.canonical import json_hash
 from runs.clock import db_now
@@ -93,6 +93,7 @@ def submit_proposal(
     ):
         if len(text) > most:
             raise InvalidInput(f"{field}: at most {most} characters")
+    check_name(action)
     executor = check_proposal(action, arguments, rollback_kind)
     arguments_hash = json_hash(arguments)
 
