@@ -15,15 +15,10 @@ A request goes one of two ways:
   ``OVERSIGHT_WEB_THREADS`` threads (a2wsgi), exactly as under a threaded WSGI server.
   Django's async handling runs each synchronous middleware and view on a thread of the
   request's own, handing over at every middleware: plain API reads answered at half
-  the rate of threaded workers (measured for #17), and pages would pay the same. Its
-  body is read whole on the event loop first, within ``OVERSIGHT_WEB_BODY_SECONDS``
-  and ``DATA_UPLOAD_MAX_MEMORY_SIZE``: read on a thread, forty bodies that never came
-  held every thread of a server, and nothing else was answered.
+  the rate of threaded workers (measured for #17), and pages would pay the same.
 """
 
-import asyncio
 import gc
-import json
 import os
 import re
 from pathlib import Path
@@ -85,74 +80,8 @@ class Oversight:
         # latter): dropped, as gunicorn drops them.
         headers = [(name, value) for name, value in scope["headers"] if b"_" not in name]
         scope = {**scope, "headers": headers}
-        if waits(scope):
-            await self.waiting(scope, receive, send)
-            return
-        try:
-            body = await read_body(receive)
-        except BodyRefused as refused:
-            await refused.send(scope, send)
-            return
-        await self.answering(scope, replayed(body, receive), send)
-
-
-class BodyRefused(Exception):
-    """A request's body that is not read: too slow to arrive (408) or too large (413)."""
-
-    def __init__(self, status: int, error: str, detail: str) -> None:
-        super().__init__(detail)
-        self.status, self.error, self.detail = status, error, detail
-
-    async def send(self, scope: dict, send) -> None:
-        """The answer, in the API's own shape under /api/, as plain text elsewhere."""
-        if scope["path"].startswith("/api/"):
-            body = json.dumps({"error": self.error, "detail": self.detail, "field": None})
-            kind = b"application/json"
-        else:
-            body, kind = f"{self.detail}\n", b"text/plain; charset=utf-8"
-        body = body.encode()
-        headers = [
-            (b"content-type", kind),
-            (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close"),
-        ]
-        await send({"type": "http.response.start", "status": self.status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
-
-
-async def read_body(receive) -> bytes:
-    """The request's whole body, read without a thread: within
-    ``OVERSIGHT_WEB_BODY_SECONDS`` in all (not per chunk: a byte every few seconds is
-    no better than none), and at most ``DATA_UPLOAD_MAX_MEMORY_SIZE`` bytes."""
-    seconds, most = settings.OVERSIGHT_WEB_BODY_SECONDS, settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-    chunks, size = [], 0
-    try:
-        async with asyncio.timeout(seconds):
-            while True:
-                message = await receive()
-                if message["type"] != "http.request":  # Gone: nobody to answer.
-                    return b"".join(chunks)
-                chunks.append(message.get("body", b""))
-                size += len(chunks[-1])
-                if size > most:
-                    raise BodyRefused(413, "too_large", f"The request's body is over {most} bytes.")
-                if not message.get("more_body"):
-                    return b"".join(chunks)
-    except TimeoutError:
-        raise BodyRefused(
-            408, "request_timeout", f"The request's body did not arrive within {seconds} seconds."
-        ) from None
-
-
-def replayed(body: bytes, receive):
-    """``receive`` for the handler: the body read, then what the client sends next (its
-    disconnection)."""
-    pending = [{"type": "http.request", "body": body, "more_body": False}]
-
-    async def again() -> dict:
-        return pending.pop() if pending else await receive()
-
-    return again
+        handler = self.waiting if waits(scope) else self.answering
+        await handler(scope, receive, send)
 
 
 def warm_up() -> None:

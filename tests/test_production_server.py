@@ -9,7 +9,6 @@ import json
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -300,48 +299,6 @@ def test_a_long_poll_on_the_event_loop_keeps_the_apis_boundaries(deployment):
         assert time.monotonic() - started >= 1  # Its own agent's wait does wait.
         status, body = api(port, stranger, "GET", "/events?wait=1")
         assert (status, body["events"]) == (200, [])  # Its own feed: nothing of the demo's.
-
-
-STALLED = 6  # Request bodies that never arrive: three times the server's threads.
-
-
-def stalled_post(port: int, path: str, token: str) -> socket.socket:
-    """A POST through the TLS proxy, past every check that comes before its body (the
-    page's CSRF origin and cookie, the API's token), whose headers promise a body that
-    never comes."""
-    stalled = socket.create_connection(("127.0.0.1", port), timeout=30)
-    stalled.sendall(
-        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 100\r\n"
-        f"X-Forwarded-Proto: https\r\nOrigin: https://127.0.0.1:{port}\r\n"
-        f"Cookie: csrftoken={'c' * 32}\r\nAuthorization: Bearer {token}\r\n"
-        "Content-Type: application/x-www-form-urlencoded\r\n\r\n".encode()
-    )
-    return stalled
-
-
-def whole_answer(connection: socket.socket) -> str:
-    """What the server sent on ``connection`` until it closed it."""
-    with connection:
-        return b"".join(iter(lambda: connection.recv(4096), b"")).decode("latin-1")
-
-
-def test_stalled_request_bodies_hold_no_thread_and_are_refused_in_time(deployment):
-    """Bodies are read on the event loop, within OVERSIGHT_WEB_BODY_SECONDS in all,
-    before a request takes one of the threads: six that never arrive leave a server
-    of two threads answering pages, and each is answered 408 when its time is up."""
-    env = deployment | {"OVERSIGHT_WEB_BODY_SECONDS": "3"}
-    token = issued(deployment, "demo", "stalling-agent")
-    with small_server(env) as (port, _):
-        paths = ["/accounts/login/", "/api/v1/sessions"] * (STALLED // 2)
-        stalled = [stalled_post(port, path, token) for path in paths]
-        started = time.monotonic()
-        page, _ = Browser(port).request("GET", "/accounts/login/")
-        assert page.status == 200
-        assert time.monotonic() - started < 3  # Before any stalled body's time is up.
-        answers = [whole_answer(connection) for connection in stalled]
-    assert all(answer.startswith("HTTP/1.1 408 ") for answer in answers), answers
-    assert "did not arrive within 3 seconds" in answers[0]
-    assert '"error": "request_timeout"' in answers[1]  # The API's own shape.
 
 
 def exec_lines(unit: Path) -> list[list[str]]:
