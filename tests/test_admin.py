@@ -4,6 +4,7 @@ state-machine rows cannot be added or edited there, and staff only get in."""
 from io import StringIO
 
 import pytest
+from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
@@ -46,6 +47,13 @@ def demo(db, settings, tmp_path, monkeypatch):
     run = Run.objects.get(goal__startswith="Migrate")
     alert = Alert.objects.create(project=run.project, run=run, summary="Webhook failed")
     AlertDelivery.objects.create(alert=alert, channel="email", target="ops@example.com")
+    # Nor has it a failed sign-in (the throttle's pages list them), nor the logs the
+    # throttle keeps none of here but whose pages exist.
+    AccessAttempt.objects.create(
+        username="nobody", ip_address="127.0.0.1", failures_since_start=1, get_data="", post_data=""
+    )
+    AccessLog.objects.create(username="nobody", ip_address="127.0.0.1")
+    AccessFailureLog.objects.create(username="nobody", ip_address="127.0.0.1")
     return alert
 
 
