@@ -8,8 +8,8 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
-from runs.models import Operation
-from tests.helpers import drained
+from runs.models import Decision, Operation
+from tests.helpers import drained, page_of, post_decision
 from tests.test_http_redirects import serve
 
 HOSTILE = {
@@ -57,3 +57,25 @@ def test_an_answer_that_cannot_be_stored_is_kept_as_text(approved, hostile):
     assert op.status == Operation.Status.ALERTED
     stored = json.dumps(Operation.objects.get(pk=op.pk).result, allow_nan=False)
     assert "\\u0000" not in stored
+
+
+@pytest.mark.parametrize("hostile", list(HOSTILE), indirect=True)
+def test_a_preview_of_an_answer_that_cannot_be_stored_can_be_decided_on(
+    client, reviewer, propose, hostile
+):
+    """A reviewer's page reads the same answers (within a preview's budget: see
+    test_preview_budgets), and the preview kept with the decision must be storable."""
+    arguments = {
+        "method": "PUT",
+        "url": f"{hostile.base}/items/x",
+        "verify": {"url": f"{hostile.base}/items/x", "json": {"colour": "green"}},
+    }
+    op = propose("put", action="http.request", arguments=arguments, rollback_kind="out_of_band")
+    client.force_login(reviewer)
+
+    page = client.get(page_of(op))
+
+    assert page.status_code == 200
+    assert f"GET {hostile.base}/items/x answers 200." in page.text
+    assert post_decision(client, op, confirm="http.request").status_code == 302
+    assert Decision.objects.get(operation=op).preview_sha256

@@ -47,6 +47,8 @@ def test_a_new_file_is_shown_whole(propose):
         "lines": [["+", "hello"], ["+", "world"]],
         "folded": 0,
         "before": "",
+        "after": "",
+        "replaced": "",
     }
 
 

@@ -29,7 +29,7 @@ MARGIN = 3.0  # seconds: a loaded two-core machine is slow, never this slow
 HUGE = 50 * 2**20
 OVERRUN = {
     "trickle": f"the target did not finish answering within {DEADLINE} s",
-    "huge": f"the target answered more than {CAP} bytes",
+    "huge": f"the answer is too large (over {CAP:,} bytes)",
     "silent": f"the target did not finish answering within {DEADLINE} s",
 }
 

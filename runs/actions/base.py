@@ -22,7 +22,9 @@ An action is a class with a ``name``, an ``Arguments`` schema (a pydantic model)
 ``preview(args, ctx)`` may show reviewers the effect, read from the live target (a
 diff of the file, balances before and after…; see ``previews``): what a reviewer was
 shown is stored with their decision, and a decision on a preview the target has since
-moved past is refused. Without one, reviewers read the arguments.
+moved past is refused. Without one, reviewers read the arguments. A preview runs in a
+reviewer's request, on input the agent chose: its reads from a target keep the tighter
+``PREVIEW_BUDGET`` (``target_budget``), and its own work must be bounded too.
 
 ``target(args)`` names what the call acts on that other calls may act on too (an
 account, a file, a host), and ``together(pending, ctx)`` says what the calls waiting on
@@ -79,6 +81,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Protocol
 
+from django.conf import settings
 from django.db import DatabaseError
 from pydantic import BaseModel, ConfigDict
 
@@ -172,6 +175,41 @@ def reporting_to(listener: Callable[[bool], None]) -> Iterator[None]:
         yield
     finally:
         _listener.reset(token)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one request to a target may take: ``seconds`` in all (connecting, sending
+    and the whole answer) and ``max_bytes`` of the answer's body."""
+
+    seconds: float
+    max_bytes: int
+
+
+# A preview's reads hold a reviewer's page (and a web process's thread) while they wait:
+# a few seconds and a mebibyte at most, however patient the workers may be.
+PREVIEW_BUDGET = Budget(seconds=3, max_bytes=2**20)
+
+_previewing: ContextVar[bool] = ContextVar("previewing", default=False)
+
+
+def target_budget() -> Budget:
+    """The budget of a request made now: the workers' (``OVERSIGHT_HTTP_DEADLINE``,
+    ``OVERSIGHT_HTTP_MAX_RESPONSE_BYTES``), within ``PREVIEW_BUDGET`` in a preview."""
+    seconds, most = settings.OVERSIGHT_HTTP_DEADLINE, settings.OVERSIGHT_HTTP_MAX_RESPONSE_BYTES
+    if _previewing.get():
+        seconds, most = min(seconds, PREVIEW_BUDGET.seconds), min(most, PREVIEW_BUDGET.max_bytes)
+    return Budget(seconds, most)
+
+
+@contextmanager
+def previewing() -> Iterator[None]:
+    """Requests made in the block are a preview's (see ``target_budget``)."""
+    token = _previewing.set(True)
+    try:
+        yield
+    finally:
+        _previewing.reset(token)
 
 
 class Effect(StrEnum):

@@ -31,18 +31,19 @@ Every request goes where it was approved, and nowhere else:
   public services only.
 - Proxy environment variables are not used: a proxy would resolve the name itself.
 
-Every request has a budget, whoever makes it (a worker, a reviewer's preview): one
-deadline over connecting, sending and the whole answer (``OVERSIGHT_HTTP_DEADLINE``; each
-wait on the socket gets the time left, so a target sending a byte now and then cannot
-stretch it as it would a timeout per wait), and a cap on the answer's body
-(``OVERSIGHT_HTTP_MAX_RESPONSE_BYTES``; reading stops there). An answer cut short
-(``OverBudget``) shows nothing of the target, but the request reached it: to the call
-itself it is no refusal (the effect may have happened), so verification decides; to the
-verify GET the effect is uncertain; to the precondition GET the precondition fails; a
-preview says which limit the target overran. A connection (TLS handshake included) not
-made within the deadline sent nothing (``Unsent``); the snapshot GET, before anything
-fires, is retried like an unreachable target. Resolving the name is not counted: the
-system's resolver bounds it.
+Every request has a budget (``target_budget``), whoever makes it: one deadline over
+connecting, sending and the whole answer (``OVERSIGHT_HTTP_DEADLINE``; each wait on the
+socket gets the time left, so a target sending a byte now and then cannot stretch it as
+it would a timeout per wait), and a cap on the answer's body
+(``OVERSIGHT_HTTP_MAX_RESPONSE_BYTES``; reading stops there); a reviewer's preview has at
+most a few seconds and a mebibyte (``PREVIEW_BUDGET``), whatever the workers may take. An
+answer cut short (``OverBudget``) shows nothing of the target, but the request reached
+it: to the call itself it is no refusal (the effect may have happened), so verification
+decides; to the verify GET the effect is uncertain; to the precondition GET the
+precondition fails; a preview says which limit the target overran. A connection (TLS
+handshake included) not made within the deadline sent nothing (``Unsent``); the snapshot
+GET, before anything fires, is retried like an unreachable target. Resolving the name is
+not counted: the system's resolver bounds it.
 """
 
 import http.client
@@ -70,6 +71,7 @@ from runs.actions.base import (
     PreconditionFailed,
     plain_reason,
     target_answered,
+    target_budget,
 )
 from runs.actions.previews import Exchange
 from runs.models import Operation
@@ -310,7 +312,8 @@ def _open(method: str, url: str, data: bytes | None = None, headers: dict | None
     """One request, one answer, within the budget: a redirect is returned, never
     followed."""
     parts, found = urlsplit(url), resolve(url)
-    seconds, cap = settings.OVERSIGHT_HTTP_DEADLINE, settings.OVERSIGHT_HTTP_MAX_RESPONSE_BYTES
+    budget = target_budget()
+    seconds, cap = budget.seconds, budget.max_bytes
     if parts.scheme == "https":
         connection = _PinnedTLS(parts.hostname, _port(parts), context=_tls())
     else:
@@ -330,7 +333,7 @@ def _open(method: str, url: str, data: bytes | None = None, headers: dict | None
         target_answered(response.status < 500)
         raw = response.read(cap + 1)  # One byte past the cap tells that there is more.
         if len(raw) > cap:
-            raise OverBudget(f"{method} {url}: the target answered more than {cap} bytes")
+            raise OverBudget(f"{method} {url}: the answer is too large (over {cap:,} bytes)")
         return Answer(
             response.status, raw, response.getheader("ETag"), response.getheader("Location")
         )

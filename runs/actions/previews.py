@@ -8,17 +8,31 @@ decision (content-addressed, its hash in the checkpoint), so the audit trail sho
 each person was shown, not only the arguments.
 
 Everything here comes from the agent or the target: it is data, rendered escaped, never
-markup."""
+markup. And the agent sets how much work a preview is, so each has a budget: a file's
+diff at most ``DIFF_BUDGET`` steps, made once per (file, content) pair in a process and
+reused by the page shown again and the decision on it; an HTTP read the deadline and
+size cap of ``runs.actions.http``'s previews."""
 
-import difflib
-from dataclasses import asdict, dataclass, field
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from typing import ClassVar
 
 from runs.canonical import sha256_hex
+from runs.diffs import common_ends, hunk_header, unified_diff
 
 MAX_LINES = 400  # diff lines shown; the rest is counted, not shown
-MAX_COMPARED = 256_000  # bytes of a file compared line by line (a diff's time grows fast)
 CONTEXT = 3  # unchanged lines around each change
+# A diff's steps (``runs.diffs``): a few tenths of a second of CPU at most; a change that
+# needs more is shown as too large for a diff.
+DIFF_BUDGET = 500_000
+# Bytes of the current file read as lines (a proposal's content is at most 1,000,000
+# characters: 4 MiB of UTF-8); a larger file is described by its size and hash.
+MAX_COMPARED = 4 * 2**20
+# Changes kept in each process, by (current file's sha256, content's sha256): a page
+# shown again, and the decision on it, reuse the diff instead of making it again.
+REMEMBERED = 32
 
 
 @dataclass(frozen=True)
@@ -32,8 +46,9 @@ class Preview:
 @dataclass(frozen=True)
 class FileChange(Preview):
     """A file's change: ``state`` is "new", "changed", "unchanged", "binary" (the
-    current file is not text) or "large" (too large to compare): the current file is
-    then described in ``before``, and the new content shown whole. ``lines`` are
+    current file is not text) or "large" (too large to show as a diff): the current
+    file is then described in ``before`` and the new content in ``after``, and the lines
+    the write puts in place of others shown, ``replaced`` saying which. ``lines`` are
     ``[mark, text]``, mark "@" (a hunk's place), " " (context), "-" (removed) or "+"
     (added); ``folded`` counts the lines beyond ``MAX_LINES``. ``as_expected``: the
     file's current content is the one the agent based its change on (the precondition
@@ -46,44 +61,98 @@ class FileChange(Preview):
     lines: list[list[str]] = field(default_factory=list)
     folded: int = 0
     before: str = ""  # the current file, when described rather than shown
+    after: str = ""  # the new content, when the change is too large for a diff
+    replaced: str = ""  # which lines the new ones replace, then
 
 
 def file_change(path: str, current: bytes | None, content: str, expected: str | None) -> FileChange:
     """The change writing ``content`` to ``path`` makes to its ``current`` bytes (None:
-    no such file)."""
-    as_expected = (sha256_hex(current) if current is not None else None) == expected
+    no such file), worked out once per (current, content) pair in each process."""
+    found = sha256_hex(current) if current is not None else None
+    key = (found, sha256_hex(content.encode()))
+    change = _remembered(key, lambda: _change(current, content))
+    return replace(change, path=path, as_expected=found == expected)
+
+
+_changes: OrderedDict[tuple[str | None, str], FileChange] = OrderedDict()
+_changes_lock = threading.Lock()  # A process's threads share what it remembers.
+
+
+def _remembered(key: tuple[str | None, str], make: Callable[[], FileChange]) -> FileChange:
+    """The change ``make`` makes, made once while it is among the last ``REMEMBERED``."""
+    with _changes_lock:
+        if (known := _changes.get(key)) is not None:
+            _changes.move_to_end(key)
+            return known
+    made = make()
+    with _changes_lock:
+        _changes[key] = made
+        while len(_changes) > REMEMBERED:
+            _changes.popitem(last=False)
+    return made
+
+
+def _change(current: bytes | None, content: str) -> FileChange:
+    """The change, for whichever file and expectation (``file_change`` sets those)."""
     new = content.splitlines()
     if current is None:
-        return _cut(FileChange(path, "new", as_expected, [["+", line] for line in new]))
-    try:
-        old = current.decode()
-    except UnicodeDecodeError:
-        old = None
-    large = max(len(current), len(content)) > MAX_COMPARED
-    if old is None or "\x00" in old or large:
-        state = "large" if large and old is not None else "binary"
-        size = f"{len(current)} bytes, sha256 {sha256_hex(current)[:12]}…"
-        added = [["+", line] for line in new]
-        return _cut(FileChange(path, state, as_expected, added, 0, size))
+        return FileChange("", "new", False, *_shown(new))
+    if len(current) > MAX_COMPARED:
+        return _too_large(current, content, None, new)
+    old = _text(current)
+    if old is None:
+        return FileChange("", "binary", False, *_shown(new), before=_described(current))
     if old == content:
-        return FileChange(path, "unchanged", as_expected)
-    diff = difflib.unified_diff(old.splitlines(), new, lineterm="", n=CONTEXT)
-    lines = [["@", line] if line.startswith("@@") else [line[:1], line[1:]] for line in diff]
-    return _cut(FileChange(path, "changed", as_expected, lines[2:]))  # past ---/+++
+        return FileChange("", "unchanged", False)
+    lines = old.splitlines()
+    diff = unified_diff(lines, new, context=CONTEXT, budget=DIFF_BUDGET, shown=MAX_LINES)
+    if diff is None:
+        return _too_large(current, content, lines, new)
+    rows, total = diff
+    return FileChange("", "changed", False, rows, total - len(rows))
 
 
-def _cut(change: FileChange) -> FileChange:
-    if len(change.lines) <= MAX_LINES:
-        return change
-    shown = change.lines[:MAX_LINES]
-    return FileChange(
-        change.path,
-        change.state,
-        change.as_expected,
-        shown,
-        len(change.lines) - MAX_LINES,
-        change.before,
+def _text(data: bytes) -> str | None:
+    """``data`` as text, or None if it is not (not UTF-8, or holding NUL)."""
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        return None
+    return None if "\x00" in text else text
+
+
+def _too_large(current: bytes, content: str, old: list[str] | None, new: list[str]) -> FileChange:
+    """Both versions described, and the new lines shown: past where both versions start
+    alike, up to where they end alike, if the old one was read as lines (``old``)."""
+    after = _described(content.encode(), len(new))
+    if old is None:
+        return FileChange("", "large", False, *_shown(new), _described(current), after)
+    start, end = common_ends(old, new)
+    removed, added = len(old) - start - end, new[start : len(new) - end]
+    rows, folded = _shown(added, MAX_LINES - 1)
+    replaced = (
+        f"lines {start + 1:,} to {start + removed:,} ({_count(removed)}) are replaced by "
+        f"{_count(len(added))}"
     )
+    header = ["@", hunk_header(start, removed, start, len(added))]
+    return FileChange(
+        "", "large", False, [header, *rows], folded, _described(current, len(old)), after, replaced
+    )
+
+
+def _shown(new: list[str], most: int = MAX_LINES) -> tuple[list[list[str]], int]:
+    """The first ``most`` of ``new`` as added lines, and how many more there are."""
+    return [["+", line] for line in new[:most]], max(len(new) - most, 0)
+
+
+def _described(data: bytes, lines: int | None = None) -> str:
+    """A version of the file in a few words: its lines (if text), bytes and sha256."""
+    counted = f"{_count(lines)}, " if lines is not None else ""
+    return f"{counted}{len(data):,} bytes, sha256 {sha256_hex(data)[:12]}…"
+
+
+def _count(lines: int) -> str:
+    return f"{lines:,} line{'' if lines == 1 else 's'}"
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ them (see ``runs.actions.previews``)."""
 import json
 import logging
 
-from runs.actions.base import Context, plain_reason
+from runs.actions.base import Context, plain_reason, previewing
 from runs.actions.registry import get_action, parse_arguments
 from runs.canonical import canonical_json, json_hash
 from runs.errors import PreviewChanged
@@ -22,13 +22,16 @@ def preview_of(operation: Operation, arguments: dict | None = None) -> dict | No
     its live target now (None: the action has no preview, or is not Oversight's: the
     arguments say it all). A reviewer's edit is previewed with the edited arguments
     before it is approved. A preview that cannot be made says why instead: it never
-    breaks the page."""
+    breaks the page. Its reads from targets keep a preview's budget (a reviewer's page
+    waits on them), and a file's diff is made once and reused, so that a decision's
+    check that the target still shows what its reviewer saw costs a read and a hash."""
     action = get_action(operation.action)
     if action is None:
         return None
     arguments = operation.arguments if arguments is None else arguments
     try:
-        shown = action.preview(parse_arguments(action, arguments), Context(operation))
+        with previewing():
+            shown = action.preview(parse_arguments(action, arguments), Context(operation))
     except Exception as error:
         with about(run_id=operation.run_id, operation_id=operation.pk, arguments=arguments):
             log.warning("operation %s: no preview: %r", operation.pk, error)
