@@ -731,17 +731,19 @@ def test_csv_neutralises_formulas_in_names_people_and_agents_choose(as_auditor, 
     project.save()
     session = open_session(project=project, owner=auditor, agent="helper")
     run = start_run(session=session, goal="Named", actor=Actor.agent("=1+2"))
-    # An action no worker knows is the agent's own to carry out: any name it likes.
-    propose_operation(
+    # An action no worker knows is the agent's own to carry out. Its name is now plain
+    # (#35), but one proposed before that could be any: the export still neutralises it.
+    operation = propose_operation(
         run=run,
         call_id="call-1",
-        action="@SUM(A1)",
+        action="notes.append",
         arguments={},
         risk="low",
         rollback_kind="none",
         base_version=run.version,
         actor=Actor.agent("=1+2"),
     )
+    type(operation).objects.filter(pk=operation.pk).update(action="@SUM(A1)")
 
     _, rows = from_csv(export(as_auditor, "csv", "")[1])
 
