@@ -441,8 +441,9 @@ class TokenForm(forms.Form):
     owner = forms.ChoiceField(
         required=False,
         label="Acts for",
-        help_text="The member whose runs these are; they cannot approve what it proposes. "
-        "Or a new user named after the token, who only reads and never signs in.",
+        help_text="The member whose runs these are, once they accept it on their account "
+        "page; neither they nor you can approve what it proposes. Or a new user named "
+        "after the token, who only reads and never signs in.",
     )
 
     def __init__(self, *args, members: QuerySet, **kwargs) -> None:

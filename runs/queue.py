@@ -67,12 +67,17 @@ def next_waiting(reviewer, after: Operation | HumanRequest, *, back: bool = Fals
     not in their own run nor from their own token, and not approved by them as it
     stands. So ``n`` walks forward through the queue and ``k`` back, instead of always
     opening the oldest (which, from the oldest, went back and forth between the first
-    two)."""
+    two). Their own token is one that acts for them or that they issued
+    (``decisions.own_interest``)."""
     if isinstance(after, HumanRequest):
         items, token, approved = open_requests_for(reviewer), "asked_by_token", None
     else:
         items, token, approved = pending_for(reviewer), "proposed_by_token", approved_by(reviewer)
-    theirs = items.exclude(run__session__owner=reviewer).exclude(**{f"{token}__owner": reviewer})
+    theirs = (
+        items.exclude(run__session__owner=reviewer)
+        .exclude(**{f"{token}__owner": reviewer})
+        .exclude(**{f"{token}__issued_by": reviewer})
+    )
     if approved is not None:
         theirs = theirs.exclude(pk__in=approved)
     side, order = ("lt", ("-created_at", "-pk")) if back else ("gt", ("created_at", "pk"))

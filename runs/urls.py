@@ -7,6 +7,7 @@ urlpatterns = [
     path("healthz", home.healthz, name="healthz"),
     path("metrics", home.metrics, name="metrics"),
     path("account/", home.preferences, name="preferences"),
+    path("account/tokens/<int:pk>/", tokens.token_acceptance, name="token-acceptance"),
     path("approvals/", approvals.queue, name="approvals"),
     path("operations/<int:pk>/", operations.detail, name="operation"),
     path("operations/<int:pk>/decide/", operations.decide_view, name="operation-decide"),

@@ -29,9 +29,11 @@ TOKEN_A1 = "token_a1"  # the token that opened the session of A's objects
 TOKEN_A2 = "token_a2"  # another token of project A, with its own session and runs
 TOKEN_B = "token_b"
 TOKEN_REVOKED = "token_revoked"  # a token of A, revoked after it opened a session
+# A token of A that A's admin issued to act for A's reviewer, who has not accepted it.
+TOKEN_WAITING = "token_waiting"
 
 PEOPLE = (OUTSIDER, A_REVIEWER, A_AUDITOR, A_ADMIN, B_REVIEWER, B_AUDITOR, B_ADMIN, STAFF)
-TOKENS = (TOKEN_A1, TOKEN_A2, TOKEN_B, TOKEN_REVOKED)
+TOKENS = (TOKEN_A1, TOKEN_A2, TOKEN_B, TOKEN_REVOKED, TOKEN_WAITING)
 CALLERS = (ANONYMOUS, *PEOPLE, *TOKENS)
 # Who may see project A's data on a 200: its members, its own agent, and Django staff
 # (in the admin). Anyone else finding A's marker in an answer is a leak.
@@ -70,7 +72,8 @@ def model_admin(staff: Expect) -> Rule:
 
 
 def api_rule(**tokens: Expect) -> Rule:
-    """An endpoint: 401 for no token, a revoked one, and people's sessions."""
+    """An endpoint: 401 for no token, a revoked one, one that waits for its owner's
+    acceptance, and people's sessions."""
     return {**dict.fromkeys(CALLERS, 401), **tokens}
 
 
@@ -119,6 +122,13 @@ PAGES: dict[str, Page] = {
     # person's session or an agent's token is no one there.
     "metrics": Page(page_rule(401, anonymous=401)),
     "account/": Page(SIGNED_IN, post=page_rule(400)),
+    # A token waiting for A's reviewer: only they answer it (no answer given: 400); its
+    # issuer, A's admin, finds nothing there, as everyone else.
+    "account/tokens/<int:pk>/": Page(
+        page_rule(404, **{A_REVIEWER: 200}),
+        post=page_rule(404, **{A_REVIEWER: 400}),
+        params={"pk": "waiting_token"},
+    ),
     # The queue of the projects where one is a reviewer: only B's for B's reviewer.
     "approvals/": Page(page_rule(403, **{A_REVIEWER: 200, B_REVIEWER: 200})),
     "operations/<int:pk>/": Page(READ, params=OPERATION),

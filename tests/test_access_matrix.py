@@ -5,7 +5,8 @@ One dataset serves the whole module, built once inside a transaction that is rol
 back at the end (each test runs in a savepoint of it): project A with a run, an
 operation, a checkpoint, an artifact and an alert, opened through the API by agent A1's
 token; a second agent of A (A2) with its own session; project B with its agent; a
-revoked token of A. Each URL's parameters are filled with A's objects.
+revoked token of A, and one its admin issued for its reviewer, who has not accepted it.
+Each URL's parameters are filled with A's objects.
 """
 
 import re
@@ -173,6 +174,15 @@ def _answered_request(api: Api, run: int, reviewer) -> int:
     return pk
 
 
+def _waiting(project: Project, owner, issuer) -> AgentToken:
+    """A token ``issuer`` issued to act for ``owner``, who has not accepted it."""
+    token, plain = AgentToken.issue(
+        project=project, name="agent-a-waiting", owner=owner, issued_by=issuer
+    )
+    token.plain = plain
+    return token
+
+
 def build_world() -> World:
     a = Project.objects.create(slug="alpha", name="Alpha")
     b = Project.objects.create(slug="beta", name="Beta")
@@ -183,6 +193,7 @@ def build_world() -> World:
         rules.TOKEN_A2: issued(a, "agent-a2", a_admin),
         rules.TOKEN_B: issued(b, "agent-b", b_admin),
         rules.TOKEN_REVOKED: issued(a, "agent-a-old", a_admin),
+        rules.TOKEN_WAITING: _waiting(a, people[rules.A_REVIEWER], a_admin),
     }
     a1, a2 = Api(tokens[rules.TOKEN_A1].plain), Api(tokens[rules.TOKEN_A2].plain)
     session, run, operation = _agent_work(a1, f"Deploy {MARKER}", "push-1")
@@ -208,6 +219,7 @@ def build_world() -> World:
         "alert": alert.pk,
         "request": request,
         "revoked_token": tokens[rules.TOKEN_REVOKED].pk,
+        "waiting_token": tokens[rules.TOKEN_WAITING].pk,
         "user": people[rules.A_REVIEWER].pk,
         "run_type": ContentType.objects.get_for_model(Run).pk,
         "app": "runs",
@@ -251,7 +263,7 @@ def snapshot() -> tuple:
     return (
         stored(),
         list(Alert.objects.order_by("pk").values_list("pk", "status")),
-        list(AgentToken.objects.order_by("pk").values_list("pk", "revoked_at")),
+        list(AgentToken.objects.order_by("pk").values_list("pk", "accepted_at", "revoked_at")),
         Session.objects.count(),
         Membership.objects.count(),
         CheckpointArtifact.objects.count(),

@@ -129,7 +129,9 @@ def create_token(*args: str) -> str:
 
 
 def test_create_agent_token_prints_a_token_that_works(project, owner):
-    plain = create_token("--project", "acme", "--name", "bot", "--owner", "owner")
+    plain = create_token(
+        "--project", "acme", "--name", "bot", "--issued-by", "owner", "--owner", "owner"
+    )
     assert plain.startswith("ovs_")
     response = Api(plain).post("/sessions", {"title": "hello"})
     assert response.status_code == 201
@@ -139,9 +141,23 @@ def test_create_agent_token_prints_a_token_that_works(project, owner):
     assert plain not in token.secret_hash
 
 
-def test_create_agent_token_finds_the_project_by_name_and_makes_an_owner(project, run):
-    plain = create_token("--project", "Acme", "--name", "bot")
-    assert AgentToken.objects.get(name="bot").owner.username == "agent-acme-bot"
+def test_create_agent_token_for_another_member_acts_once_they_accept(project, owner, admin_user):
+    out, err = StringIO(), StringIO()
+    args = ["--project", "acme", "--name", "bot", "--issued-by", "admin", "--owner", "owner"]
+    call_command("create_agent_token", *args, stdout=out, stderr=err)
+    agent = Api(out.getvalue().strip())
+
+    assert err.getvalue() == "it acts once owner accepts it\n"
+    assert agent.post("/sessions", {"title": "hello"}).status_code == 401
+    token = AgentToken.objects.get(name="bot")
+    assert token.issued_by == admin_user and token.accept()
+    assert agent.post("/sessions", {"title": "hello"}).status_code == 201
+
+
+def test_create_agent_token_finds_the_project_by_name_and_makes_an_owner(project, run, admin_user):
+    plain = create_token("--project", "Acme", "--name", "bot", "--issued-by", "admin")
+    token = AgentToken.objects.get(name="bot")
+    assert (token.owner.username, token.issued_by) == ("agent-acme-bot", admin_user)
     response = Api(plain).post("/sessions", {"title": "hello"})
     assert response.status_code == 201
     assert response.json()["owner"] == "agent-acme-bot"
@@ -159,5 +175,19 @@ def test_create_agent_token_finds_the_project_by_name_and_makes_an_owner(project
 )
 def test_create_agent_token_refuses_clearly(agent_token, outsider, args, message):
     with pytest.raises(CommandError, match=message):
-        create_token(*args)
+        create_token(*args, "--issued-by", "owner")
+    assert AgentToken.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("issuer", "message"),
+    [
+        (None, "the following arguments are required: --issued-by"),
+        ("ghost", "issued-by: no active user 'ghost'"),
+    ],
+)
+def test_create_agent_token_names_its_issuer(agent_token, issuer, message):
+    issued_by = ["--issued-by", issuer] if issuer else []
+    with pytest.raises(CommandError, match=message):
+        create_token("--project", "acme", "--name", "bot", *issued_by)
     assert AgentToken.objects.count() == 1

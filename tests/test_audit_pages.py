@@ -863,7 +863,8 @@ READS = [
     "numbers",
     "metrics",
 ]
-MINE = ["preferences"]  # the signed-in person's own settings
+# The signed-in person's own settings, and their answer to a token that would act for them.
+MINE = ["preferences", "token-acceptance"]
 
 
 def test_every_route_is_classified():
@@ -882,7 +883,7 @@ def targets(story, approved, propose, session, project) -> dict[str, tuple[str, 
     waiting = start_run(session=session, goal="Waiting for you", actor=AGENT)
     pending = propose("pending", target=waiting)
     asked, _ = ask(run=waiting, prompt="Ship it?", actor=AGENT)
-    token, _ = issue_token(project=project, name="planner")
+    token, _ = issue_token(project=project, name="planner", issued_by=session.owner)
     ref = versions(story, "report.txt")[0]
     kwargs = {
         "operation-decide": {"pk": pending.pk},

@@ -109,8 +109,12 @@ def test_invariants_hold_after_workers_die_at_random(
     seeded = Decision.objects.aggregate(last=Max("pk"))["last"] or 0
     chance = random.Random(2026)
     api, api_url = api_server(tmp_path / "api.log")
+    agent_owner = django_user_model.objects.get(username="agent-owner")
     _, token = issue_token(
-        project=Project.objects.get(slug="demo"), name="chaos", owner_username="agent-owner"
+        project=Project.objects.get(slug="demo"),
+        name="chaos",
+        issued_by=agent_owner,
+        owner_username="agent-owner",
     )
     agent_log = tmp_path / "agent.log"
     agent = logged(

@@ -69,7 +69,9 @@ def servers(project, owner):
     processes = [web, manage_started("runworker", "--idle-seconds", "0.1", **quiet)]
     try:
         web_port = listening_port(Output(web.stdout), web)
-        _, token = issue_token(project=project, name="e2e", owner_username=owner.username)
+        _, token = issue_token(
+            project=project, name="e2e", issued_by=owner, owner_username=owner.username
+        )
         yield f"http://127.0.0.1:{web_port}", token
     finally:
         for process in processes:

@@ -198,7 +198,9 @@ def flocks_held(pid: int) -> int:
 
 
 def issued(deployment, project: str, name: str) -> str:
-    made = manage_in(f"create_agent_token --project {project} --name {name}", deployment)
+    made = manage_in(
+        f"create_agent_token --project {project} --name {name} --issued-by admin", deployment
+    )
     assert made.returncode == 0, made.stderr
     return made.stdout.strip()
 

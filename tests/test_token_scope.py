@@ -201,8 +201,10 @@ def test_the_token_page_refuses_an_owner_from_another_project(
     assert not AgentToken.objects.exists()
 
 
-def test_a_token_without_an_owner_acts_for_a_reading_stand_in(project):
-    call_command("create_agent_token", project="acme", name="bot", stdout=StringIO())
+def test_a_token_without_an_owner_acts_for_a_reading_stand_in(project, admin_user):
+    call_command(
+        "create_agent_token", project="acme", name="bot", issued_by="admin", stdout=StringIO()
+    )
 
     stand_in = AgentToken.objects.get(name="bot").owner
     roles = Membership.objects.filter(user=stand_in).values_list("project__slug", "role__name")
@@ -210,12 +212,16 @@ def test_a_token_without_an_owner_acts_for_a_reading_stand_in(project):
     assert not stand_in.has_usable_password()
 
 
-def test_a_person_with_the_stand_ins_name_is_never_taken_for_it(project, django_user_model):
+def test_a_person_with_the_stand_ins_name_is_never_taken_for_it(
+    project, admin_user, django_user_model
+):
     person = django_user_model.objects.create_user("agent-acme-bot", password="a-real-one")
     Membership.objects.create(project=project, user=person, role=role_group(Role.REVIEWER))
 
     with pytest.raises(CommandError, match="name one of the project's members"):
-        call_command("create_agent_token", project="acme", name="bot", stdout=StringIO())
+        call_command(
+            "create_agent_token", project="acme", name="bot", issued_by="admin", stdout=StringIO()
+        )
 
     assert not AgentToken.objects.filter(name="bot").exists()
 

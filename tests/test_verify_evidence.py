@@ -1,26 +1,29 @@
 """An evidence bundle proves itself: ``verify_evidence`` (and five lines of plain
 Python) recompute its chain and artifact hashes without the database, and any edit to
-the bundle is named."""
+the bundle is named. It names who issued the agent's token, and a decision four eyes
+forbids fails it."""
 
 import hashlib
 import json
 import zipfile
-from io import StringIO
+from datetime import UTC
+from io import BytesIO, StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
 
 from runs.engine.worker import Worker
+from runs.models import AgentToken
 from runs.services.artifacts import attach_artifact
 from tests.conftest import AGENT
 from tests.helpers import decide_on
 
 
 @pytest.fixture
-def bundle_path(client, auditor, run, propose, reviewer, accounts, tmp_path):
+def bundle_path(client, auditor, run, propose, reviewer, accounts, agent_token, tmp_path):
     """The run's evidence bundle, downloaded as an auditor would and saved to a file."""
     attach_artifact(run=run, name="report.txt", content=b"v1\n", actor=AGENT)
-    decide_on(propose("pay"), reviewer, comment="matches the invoice")
+    decide_on(propose("pay", token=agent_token), reviewer, comment="matches the invoice")
     Worker("test-worker").drain()
     attach_artifact(run=run, name="report.txt", content=b"v2\n", actor=AGENT)
     client.force_login(auditor)
@@ -76,6 +79,24 @@ def test_anyone_can_check_the_chain_with_plain_python(bundle_path):
     assert len(evidence["checkpoints"]) == evidence["run"]["version"] > 5
 
 
+def test_the_bundle_names_who_issued_the_agent_s_token(client, auditor, admin_user, run):
+    AgentToken.objects.filter(pk=run.session.token_id).update(issued_by=admin_user)
+    client.force_login(auditor)
+
+    response = client.get(f"/audit/runs/{run.pk}/evidence.zip")
+    with zipfile.ZipFile(BytesIO(b"".join(response.streaming_content))) as archive:
+        token = json.loads(archive.read("evidence.json"))["run"]["session"]["token"]
+
+    accepted_at = run.session.token.accepted_at.astimezone(UTC).isoformat()
+    assert token == {
+        "name": "test-agent",
+        "prefix": run.session.token.prefix,
+        "owner": "owner",
+        "issued_by": "admin",
+        "accepted_at": accepted_at,
+    }
+
+
 def edit_reason(evidence, files):
     evidence["checkpoints"][3]["reason"] = "approved after a call"
 
@@ -93,6 +114,12 @@ def swap_artifact_bytes(evidence, files):
     files[first] = b"v1, rewritten\n"
 
 
+def decided_by_the_issuer(evidence, files):
+    """As if the reviewer who approved had issued the token that proposed."""
+    operation = evidence["operations"][0]
+    operation["proposed_by_token"]["issued_by"] = operation["decisions"][0]["by"]
+
+
 @pytest.mark.parametrize(
     ("tamper", "named"),
     [
@@ -100,6 +127,11 @@ def swap_artifact_bytes(evidence, files):
         (drop_checkpoint, "checkpoint 3: seq 4 found, a gap"),
         (drop_last_checkpoint, "checkpoints but the run is at version"),
         (swap_artifact_bytes, "does not match its sha256"),
+        (
+            decided_by_the_issuer,
+            "decided (approve) by reviewer, who issued the agent token that proposed it "
+            "(four eyes)",
+        ),
     ],
 )
 def test_an_edited_bundle_fails_naming_what_changed(bundle_path, tamper, named):

@@ -35,6 +35,28 @@ def test_admin_creates_a_token_shown_once_that_the_api_accepts(client, admin_use
     assert plain not in client.get(tokens_url(project)).text  # never shown again
 
 
+def test_the_page_names_each_token_s_issuer(client, admin_user, project, agent_token):
+    AgentToken.objects.filter(pk=agent_token.pk).update(issued_by=None)  # before issuers
+    client.force_login(admin_user)
+    client.post(tokens_url(project), {"name": "planner"})
+
+    page = client.get(tokens_url(project)).text
+
+    rows = re.findall(r"<tr>\s*<td>(\S+) .*?</td>\s*<td>[^<]*</td>\s*<td>(.*?)</td>", page, re.S)
+    assert rows == [("planner", "admin"), ("test-agent", '<span class="muted">not recorded</span>')]
+
+
+def test_a_token_waiting_for_the_admin_links_to_their_answer(client, admin_user, owner, project):
+    waiting, _ = AgentToken.issue(project=project, name="mine", owner=admin_user, issued_by=owner)
+    AgentToken.issue(project=project, name="theirs", owner=owner, issued_by=admin_user)
+    client.force_login(admin_user)
+
+    page = client.get(tokens_url(project)).text
+
+    assert "Waits for admin</span>" in page and "Waits for owner</span>" in page
+    assert re.findall(r'href="/account/tokens/(\d+)/"', page) == [str(waiting.pk)]
+
+
 def test_revoked_token_gets_401(client, admin_user, project):
     client.force_login(admin_user)
     plain = created_token(client.post(tokens_url(project), {"name": "planner"}))
@@ -97,8 +119,9 @@ def test_revoke_needs_post(client, admin_user, project):
 
 def test_command_prints_a_working_token_and_refuses_unknown_projects(client, project, owner):
     out = StringIO()
-    call_command("create_agent_token", project="acme", name="cli", owner="owner", stdout=out)
+    mine = {"issued_by": "owner", "owner": "owner"}
+    call_command("create_agent_token", project="acme", name="cli", **mine, stdout=out)
     assert api_status(client, out.getvalue().strip()) == 404
     assert AgentToken.objects.get(name="cli").owner == owner
     with pytest.raises(CommandError, match="no project 'nope'"):
-        call_command("create_agent_token", project="nope", name="cli")
+        call_command("create_agent_token", project="nope", name="cli", issued_by="owner")

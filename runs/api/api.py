@@ -10,7 +10,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from runs.api import catalogue, feed, requests
-from runs.api.auth import PayloadTooLarge, TokenAuth
+from runs.api.auth import PayloadTooLarge, TokenAuth, TokenWaits
 from runs.api.endpoints import router
 from runs.api.limits import Refused, StrictParser
 from runs.errors import (
@@ -122,6 +122,11 @@ def http_error(request, exc: HttpError):
 @api.exception_handler(AuthenticationError)
 def unauthenticated(request, exc):
     return problem(request, 401, "unauthenticated", "a valid agent token is required")
+
+
+@api.exception_handler(TokenWaits)
+def token_waits(request, exc: TokenWaits):
+    return problem(request, 401, "unauthenticated", str(exc))
 
 
 @api.exception_handler(Http404)

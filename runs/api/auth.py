@@ -14,9 +14,14 @@ class PayloadTooLarge(Exception):
     pass
 
 
+class TokenWaits(Exception):
+    """The token waits for its owner's acceptance: a 401 that says so."""
+
+
 class TokenAuth(HttpBearer):
-    """``Authorization: Bearer ovs_…``. An unknown or revoked token is a 401. Runs
-    before the body is parsed, so an oversized body is refused (413) unread."""
+    """``Authorization: Bearer ovs_…``. An unknown or revoked token is a 401, and one
+    that waits for its owner's acceptance a 401 saying so. Runs before the body is
+    parsed, so an oversized body is refused (413) unread."""
 
     def authenticate(self, request, token: str) -> AgentToken | None:
         length = int(request.META.get("CONTENT_LENGTH") or 0)
@@ -26,6 +31,8 @@ class TokenAuth(HttpBearer):
             )
         agent_token = AgentToken.authenticate(token)
         if agent_token is None:
+            if waits := AgentToken.refusal(token):
+                raise TokenWaits(waits)
             return None
         now = timezone.now()
         if not agent_token.last_used_at or now - agent_token.last_used_at > LAST_USE_GRANULARITY:

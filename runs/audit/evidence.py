@@ -4,11 +4,16 @@ that happened in the run and the means to check it.
 ``evidence.json`` has the run and its goal, every message with who wrote it, every
 proposal with what each reviewer was shown (the arguments and their hash, and the
 preview of the effect: of the edited arguments, for an edit) and decided, every
-execution (intent, result, verification, rollback), the alerts and who handled them,
-every checkpoint with its chain hashes, and the result of verifying the chain when the
-bundle was made. ``artifacts/<sha256>`` holds the bytes of every artifact version;
-``missing_artifacts`` and ``altered_artifacts`` name any whose stored bytes are gone or
-no longer match their sha256 (the altered bytes are included as found).
+execution (intent, result, verification, rollback), the agent token that opened the
+session and proposed each operation (who it acts for, who issued it, when its owner
+accepted it), the alerts and who handled them, every checkpoint with its chain hashes,
+and the result of verifying the chain when the bundle was made. ``artifacts/<sha256>``
+holds the bytes of every artifact version; ``missing_artifacts`` and
+``altered_artifacts`` name any whose stored bytes are gone or no longer match their
+sha256 (the altered bytes are included as found).
+
+Verifying a bundle also checks four eyes from its content: no decision was made by the
+run's owner, nor by the owner or the issuer of the token that proposed the operation.
 """
 
 import json
@@ -35,8 +40,12 @@ def _username(user) -> str | None:
 def evidence(run: Run, *, user, now: datetime) -> dict:
     broken = verify_run_chain(run)
     checkpoints = list(run.checkpoints.order_by("seq"))
-    operations = run.operations.order_by("pk").prefetch_related(
-        Prefetch("decisions", Decision.objects.select_related("reviewer").order_by("pk"))
+    operations = (
+        run.operations.order_by("pk")
+        .select_related("proposed_by_token__owner", "proposed_by_token__issued_by")
+        .prefetch_related(
+            Prefetch("decisions", Decision.objects.select_related("reviewer").order_by("pk"))
+        )
     )
     alerts = run.alerts.order_by("pk").select_related("acknowledged_by", "resolved_by")
     refs = CheckpointArtifact.objects.filter(checkpoint__run=run).select_related(
@@ -55,6 +64,7 @@ def evidence(run: Run, *, user, now: datetime) -> dict:
                 "id": run.session_id,
                 "agent": run.session.agent,
                 "owner": _username(run.session.owner),
+                "token": _token(run.session.token),
             },
             "goal": run.goal,
             "status": run.status,
@@ -99,6 +109,20 @@ def evidence(run: Run, *, user, now: datetime) -> dict:
     }
 
 
+def _token(token) -> dict | None:
+    """An agent token as the bundle names it. ``issued_by`` is null for a token issued
+    before issuers were recorded."""
+    if token is None:
+        return None
+    return {
+        "name": token.name,
+        "prefix": token.prefix,
+        "owner": _username(token.owner),
+        "issued_by": _username(token.issued_by),
+        "accepted_at": _when(token.accepted_at),
+    }
+
+
 def _operation(op) -> dict:
     return {
         "id": op.pk,
@@ -115,6 +139,7 @@ def _operation(op) -> dict:
         "status": op.status,
         "status_reason": op.status_reason,
         "proposed_at": _when(op.created_at),
+        "proposed_by_token": _token(op.proposed_by_token),
         "decisions": [
             {
                 # As the decision's checkpoint names it: verification finds it there.
@@ -188,8 +213,9 @@ def bundle_problems(archive: zipfile.ZipFile) -> list[str]:
     checkpoint hashes to its hash and links to the one before, the chain reaches the
     run's version, every artifact listed is the version the chain records, every
     artifact file holds the bytes its sha256 names, and each decision's preview is the
-    one the chain records with that decision. Needs no database: a bundle kept for
-    years can be checked again."""
+    one the chain records with that decision, and no decision broke four eyes
+    (``_own_interests``). Needs no database: a bundle kept for years can be checked
+    again."""
     content = json.loads(archive.read("evidence.json"))
     problems, previous_hash = [], GENESIS
     for seq, doc in enumerate(content["checkpoints"], start=1):
@@ -208,7 +234,12 @@ def bundle_problems(archive: zipfile.ZipFile) -> list[str]:
             problems.append(f"{item['name']}: {item['file']} is not in the bundle")
         elif sha256_hex(archive.read(item["file"])) != item["sha256"]:
             problems.append(f"{item['name']}: {item['file']} does not match its sha256")
-    return problems + _unchained_artifacts(content) + _unchained_previews(content)
+    return (
+        problems
+        + _unchained_artifacts(content)
+        + _unchained_previews(content)
+        + _own_interests(content)
+    )
 
 
 def _unchained_artifacts(content: dict) -> list[str]:
@@ -253,4 +284,30 @@ def _unchained_previews(content: dict) -> list[str]:
                 problems.append(f"{whose} is not the one the chain records with the decision")
             elif shown not in listed:
                 problems.append(f"{whose} is not in the bundle")
+    return problems
+
+
+def _own_interests(content: dict) -> list[str]:
+    """The decisions made by someone four eyes bars (``decisions.own_interest``): the
+    run's owner, or the owner or issuer of the agent token that proposed the operation.
+    A bundle made before tokens were in it, or a token whose issuer was not recorded,
+    names no one for them."""
+    run_owner = content["run"]["session"]["owner"]
+    problems = []
+    for operation in content["operations"]:
+        token = operation.get("proposed_by_token") or {}
+        barred = {}
+        for who, why in (
+            (run_owner, "owns the run"),
+            (token.get("owner"), "owns the agent token that proposed it"),
+            (token.get("issued_by"), "issued the agent token that proposed it"),
+        ):
+            if who:
+                barred.setdefault(who, why)
+        for decision in operation["decisions"]:
+            if why := barred.get(decision["by"]):
+                problems.append(
+                    f"operation {operation['id']}: decided ({decision['kind']}) by "
+                    f"{decision['by']}, who {why} (four eyes)"
+                )
     return problems

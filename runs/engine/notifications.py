@@ -4,7 +4,8 @@ Each reviewer who has not opted out gets at most one email per
 ``OVERSIGHT_NOTIFY_BATCH_MINUTES`` about the operations awaiting a decision and the
 requests (questions, sign-offs, choices, data) awaiting an answer that no email to them
 has listed yet. Never those they may not decide (``own_interest``: a run they own, an
-agent token that acts for them): the email would send them to a page that refuses them.
+agent token that acts for them or that they issued): the email would send them to a
+page that refuses them.
 
 What an email listed is remembered item by item (``NotifiedOperation``,
 ``NotifiedRequest``), not as a watermark. A watermark (the ``created_at`` or id of the
@@ -143,11 +144,12 @@ def _batch(user) -> Batch:
 
 def _unlisted(user, waiting: QuerySet, token: str, listed_before: QuerySet) -> QuerySet:
     """``waiting`` but what ``user`` may not decide (``own_interest``: in a run they
-    own, or from the agent token named by the ``token`` field, if it acts for them) and
-    what ``listed_before`` (their emails) listed."""
+    own, or from the agent token named by the ``token`` field, if it acts for them or
+    they issued it) and what ``listed_before`` (their emails) listed."""
     return (
         waiting.exclude(run__session__owner=user)
         .exclude(**{f"{token}__owner": user})
+        .exclude(**{f"{token}__issued_by": user})
         .exclude(Exists(listed_before))
     )
 

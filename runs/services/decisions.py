@@ -100,16 +100,21 @@ def _record_decision(operation, reviewer, kind, arguments_hash, comment, argumen
 
 def own_interest(item: Operation | HumanRequest, reviewer) -> str | None:
     """Why ``reviewer`` may not decide on ``item`` (four eyes), if so: they own its run,
-    or the agent token that proposed the operation (asked the request) acts for them,
-    whoever owns the run. One rule for operations and human requests."""
+    or the agent token that proposed the operation (asked the request) acts for them or
+    was issued by them, whoever owns the run: whoever mints a token can drive its agent.
+    One rule for operations and human requests."""
     if item.run.session.owner_id == reviewer.pk:
         return "you own this run, so someone else must decide on it"
     if isinstance(item, HumanRequest):
         token, did = item.asked_by_token, "asked"
     else:
         token, did = item.proposed_by_token, "proposed"
-    if token is not None and token.owner_id == reviewer.pk:
+    if token is None:
+        return None
+    if token.owner_id == reviewer.pk:
         return f"you own the agent token that {did} this, so someone else must decide on it"
+    if token.issued_by_id == reviewer.pk:
+        return f"you issued the agent token that {did} this, so someone else must decide on it"
     return None
 
 

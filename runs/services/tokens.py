@@ -1,6 +1,8 @@
 """Agent tokens: issued per project by an admin (page or command), shown once. A token
 acts for a member of its project; the owner is never looked up among all users, so
-issuing one reveals nothing about people outside the project."""
+issuing one reveals nothing about people outside the project. Its issuer is recorded:
+they may not decide on what its agent proposes or asks (``decisions.own_interest``),
+and a token they make for another member acts only once that member accepts it."""
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
@@ -23,9 +25,14 @@ def project_members(project: Project) -> QuerySet:
 
 
 @transaction.atomic
-def issue_token(*, project: Project, name: str, owner_username: str = "") -> tuple[AgentToken, str]:
-    """Create a token named ``name``; sessions its agent opens belong to the member
-    ``owner_username`` (default: a stand-in user named after the token)."""
+def issue_token(
+    *, project: Project, name: str, issued_by, owner_username: str = ""
+) -> tuple[AgentToken, str]:
+    """Create a token named ``name``, issued by ``issued_by`` (an admin of ``project``
+    on its page, the user named to the command); sessions its agent opens belong to the
+    member ``owner_username`` (default: a stand-in user named after the token). A token
+    for another member than its issuer waits for their acceptance; one for a stand-in
+    acts at once."""
     name = name.strip()
     if not name or len(name) > 100:
         raise InvalidInput("name: 1 to 100 characters")
@@ -35,12 +42,29 @@ def issue_token(*, project: Project, name: str, owner_username: str = "") -> tup
         owner = project_members(project).filter(username=owner_username).first()
         if owner is None:
             raise InvalidInput(f"owner: {project.slug} has no member {owner_username!r}")
+        _check_can_accept(owner, issued_by)
     else:
         owner = _stand_in(project, f"agent-{project.slug}-{name}"[:150])
     try:
-        return AgentToken.issue(project=project, name=name, owner=owner)
+        return AgentToken.issue(
+            project=project,
+            name=name,
+            owner=owner,
+            issued_by=issued_by,
+            stand_in=not owner_username,
+        )
     except ValidationError as error:
         raise InvalidInput(f"owner: {' '.join(error.messages)}") from None
+
+
+def _check_can_accept(owner, issued_by) -> None:
+    """A token for another member than its issuer waits for that member's acceptance: a
+    member who never signs in (another token's stand-in) could never give it."""
+    if owner != issued_by and not owner.has_usable_password():
+        raise InvalidInput(
+            f"owner: {owner.get_username()} never signs in, so could never accept a token "
+            "that acts for them; leave it empty for a new stand-in user"
+        )
 
 
 def _stand_in(project: Project, username: str):

@@ -48,14 +48,18 @@ def load_project(user, slug: str, perm: str) -> Project:
 
 def load_operation(user, pk: int, perm: str | None = None) -> Operation:
     queryset = Operation.objects.select_related(
-        "project", "run__session__owner", "run__session__token"
+        "project", "run__session__owner", "run__session__token__issued_by"
     )
     return _load(queryset, user, pk, perm)
 
 
 def load_request(user, pk: int, perm: str | None = None) -> HumanRequest:
     queryset = HumanRequest.objects.select_related(
-        "project", "run__session__owner", "run__session__token", "asked_by_token", "answered_by"
+        "project",
+        "run__session__owner",
+        "run__session__token__issued_by",
+        "asked_by_token",
+        "answered_by",
     )
     return _load(queryset, user, pk, perm)
 

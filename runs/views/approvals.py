@@ -38,8 +38,16 @@ _OPERATION_ROW = (
     "summary",
     "required_approvals",
     "proposed_by_token__owner",
+    "proposed_by_token__issued_by",
 )
-_REQUEST_ROW = (*_ROW, "prompt", "kind", "choices", "asked_by_token__owner")
+_REQUEST_ROW = (
+    *_ROW,
+    "prompt",
+    "kind",
+    "choices",
+    "asked_by_token__owner",
+    "asked_by_token__issued_by",
+)
 
 # How many approvals that count each queued operation has (its two-person progress).
 _approvals_counted = (
@@ -92,8 +100,9 @@ def queue(request: HttpRequest) -> HttpResponse:
         "poll_url": f"{request.path}?{query.urlencode()}" if query else request.path,
         "filters": filters,
         # Each row: the operation, overdue, expiring soon, why it is not the viewer's
-        # to decide (their run, their agent token proposed it, they approved it), if so,
-        # and whether they approved it: those come last, waiting for someone else.
+        # to decide (their run, an agent token of theirs or that they issued proposed
+        # it, they approved it), if so, and whether they approved it: those come last,
+        # waiting for someone else.
         "rows": [
             (
                 op,

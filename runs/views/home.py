@@ -29,6 +29,7 @@ from runs.middleware import remember
 from runs.models import Preferences, Run
 from runs.permissions import projects_with_perm
 from runs.views.access import member_projects
+from runs.views.tokens import tokens_to_accept
 
 
 @require_GET
@@ -97,7 +98,8 @@ def preferences(request: HttpRequest) -> HttpResponse:
         messages.success(request, "Preferences saved.")
         return redirect("preferences")
     status = 400 if request.method == "POST" else 200
-    return render(request, "runs/preferences.html", {"form": form}, status=status)
+    context = {"form": form, "tokens_to_accept": tokens_to_accept(request.user)}
+    return render(request, "runs/preferences.html", context, status=status)
 
 
 @login_not_required

@@ -4,6 +4,7 @@ import secrets
 import sys
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
@@ -86,7 +87,11 @@ class Command(BaseCommand):
         for old in AgentToken.objects.filter(project=project, name=name):
             old.revoke()
             AgentToken.objects.filter(pk=old.pk).update(name=f"{name}-{old.prefix}")
-        _, plain = issue_token(project=project, name=name, owner_username=AGENT_OWNER)
+        # Issued by the member it acts for, so it acts at once, with no acceptance.
+        owner = get_user_model().objects.get(username=AGENT_OWNER)
+        _, plain = issue_token(
+            project=project, name=name, issued_by=owner, owner_username=AGENT_OWNER
+        )
         return plain
 
 
