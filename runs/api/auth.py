@@ -29,10 +29,10 @@ class TokenAuth(HttpBearer):
             raise PayloadTooLarge(
                 f"request body of {length} bytes is over {settings.OVERSIGHT_API_MAX_BODY_BYTES}"
             )
-        agent_token = AgentToken.authenticate(token)
-        if agent_token is None:
-            if waits := AgentToken.refusal(token):
-                raise TokenWaits(waits)
+        agent_token = AgentToken.named(token)
+        if agent_token is None or not agent_token.acts:
+            if agent_token is not None and agent_token.waits:
+                raise TokenWaits(agent_token.refusal)
             return None
         now = timezone.now()
         if not agent_token.last_used_at or now - agent_token.last_used_at > LAST_USE_GRANULARITY:

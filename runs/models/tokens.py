@@ -108,37 +108,40 @@ class AgentToken(models.Model):
         return cls.objects.filter(accepted_at__isnull=True, revoked_at__isnull=True)
 
     @classmethod
-    def authenticate(cls, plain: str) -> "AgentToken | None":
-        """The token ``plain`` names, unless it is unknown or revoked, waits for its
-        owner's acceptance, or its owner is no longer an active member of its project: a
-        token acts only for a member, so it stops working when its owner leaves (in one
-        query, with the lookup)."""
-        return cls._named(plain, cls.acting().select_related("project", "owner"))
-
-    @classmethod
-    def refusal(cls, plain: str) -> str | None:
-        """Why the API refuses ``plain``, if it names a token that waits for its owner's
-        acceptance (told only to whoever holds its secret); None for any other refusal,
-        which says nothing about the token."""
-        token = cls._named(plain, cls.awaiting().select_related("owner"))
-        if token is None:
-            return None
-        return (
-            f"this agent token waits for {token.owner.get_username()}'s acceptance: it acts "
-            "once they accept it on their account page"
-        )
-
-    @classmethod
-    def _named(cls, plain: str, tokens: models.QuerySet) -> "AgentToken | None":
-        """The one of ``tokens`` that ``plain`` names, its secret checked."""
+    def named(cls, plain: str) -> "AgentToken | None":
+        """The token ``plain`` names, its secret checked, whatever its state (in one
+        query): ``acts`` says whether it acts (``acting``), ``waits`` whether it waits
+        for its owner's acceptance."""
         try:
             _, prefix, secret = plain.split("_", 2)
         except ValueError:
             return None
-        token = tokens.filter(prefix=prefix).first()
+        token = (
+            cls.objects.select_related("project", "owner")
+            .annotate(acts=Exists(cls.acting().filter(pk=OuterRef("pk"))))
+            .filter(prefix=prefix)
+            .first()
+        )
         if token is None or not secrets.compare_digest(token.secret_hash, hash_secret(secret)):
             return None
         return token
+
+    @classmethod
+    def authenticate(cls, plain: str) -> "AgentToken | None":
+        """The token ``plain`` names, unless it is unknown or revoked, waits for its
+        owner's acceptance, or its owner is no longer an active member of its project: a
+        token acts only for a member, so it stops working when its owner leaves."""
+        token = cls.named(plain)
+        return token if token is not None and token.acts else None
+
+    @property
+    def refusal(self) -> str:
+        """Why the API refuses it while it waits for its owner's acceptance: told only to
+        whoever holds its secret (any other refusal says nothing about the token)."""
+        return (
+            f"this agent token waits for {self.owner.get_username()}'s acceptance: it acts "
+            "once they accept it on their account page"
+        )
 
     @property
     def waits(self) -> bool:
