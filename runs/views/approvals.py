@@ -35,6 +35,7 @@ _OPERATION_ROW = (
     "risk",
     "action",
     "gist",
+    "executor",
     "summary",
     "required_approvals",
     "proposed_by_token__owner",
