@@ -1,6 +1,7 @@
 """The registered actions, loaded from the ``OVERSIGHT_ACTIONS`` setting."""
 
 import re
+from dataclasses import dataclass
 from functools import cache
 
 from django.conf import settings
@@ -8,12 +9,12 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 from pydantic import ValidationError
 
-from runs.actions.base import Action
+from runs.actions.base import Action, Arguments
 from runs.canonical import sha256_hex
 from runs.errors import InvalidInput
 from runs.models import Operation
 
-# Hex digits of the hash that ends a target too long for its column (``target_of``).
+# Hex digits of the hash that ends a target too long for its column (``Parsed.target``).
 TARGET_HASH = 16
 
 
@@ -45,33 +46,70 @@ def lane_of(action_name: str, arguments: dict, project_id: int) -> str:
     return lane[: Operation._meta.get_field("lane").max_length]
 
 
-def gist_of(action_name: str, arguments: dict) -> str:
-    """What an operation would do, in one line (``Action.gist``), cut to fit: "" for an
-    action not registered here, or arguments that do not fit its schema."""
+@dataclass(frozen=True)
+class Parsed:
+    """An action's name and arguments as ``parse`` reads them, once: a proposal's gist,
+    target and executor (``gist_of``, ``target_of``, ``check_proposal``) and a page's plan
+    all come from the one parse."""
+
+    name: str
+    action: Action | None = None  # None: no action of this name is registered here.
+    args: Arguments | None = None  # None: not registered, or they do not fit its schema.
+    problem: str = ""  # Why they do not fit: each field named (``parse_arguments``).
+
+    def gist(self) -> str:
+        """What the operation would do, in one line (``Action.gist``), cut to fit: "" for
+        an action not registered here, or arguments that do not fit its schema."""
+        gist = self.action.gist(self.args) if self.args is not None else ""
+        most = Operation._meta.get_field("gist").max_length
+        return gist if len(gist) <= most else f"{gist[: most - 1]}…"
+
+    def target(self) -> str:
+        """What the operation acts on that others may too (``Action.target``): "" for an
+        action not registered here, or arguments that do not fit its schema. A name too
+        long for its column keeps its start, and ends with a hash of the whole: cut
+        plainly, two files with a long common prefix would pass for one target."""
+        target = self.action.target(self.args) if self.args is not None else ""
+        most = Operation._meta.get_field("target").max_length
+        if len(target) <= most:
+            return target
+        whole = sha256_hex(target.encode())[:TARGET_HASH]
+        return f"{target[: most - TARGET_HASH - 1]}…{whole}"
+
+    def executor(self, rollback_kind: str) -> str:
+        """Who carries out the proposal: for a registered action, Oversight's workers,
+        once its arguments fit the schema and ``rollback_kind`` is theirs
+        (``InvalidInput`` if not); any other, the agent itself."""
+        if self.action is None:
+            return Operation.Executor.AGENT
+        if self.problem:
+            raise InvalidInput(self.problem)
+        expected = self.action.rollback_kind_for(self.args)
+        if rollback_kind != expected:
+            raise InvalidInput(
+                f"rollback_kind: {self.name} with these arguments rolls back {expected}"
+            )
+        return Operation.Executor.SERVER
+
+
+def parse(action_name: str, arguments: dict) -> Parsed:
+    """``action_name``'s registered action and ``arguments`` as it reads them, or why
+    they do not fit its schema."""
     action = get_action(action_name)
+    if action is None:
+        return Parsed(action_name)
     try:
-        gist = action.gist(parse_arguments(action, arguments)) if action else ""
-    except InvalidInput:
-        return ""
-    most = Operation._meta.get_field("gist").max_length
-    return gist if len(gist) <= most else f"{gist[: most - 1]}…"
+        return Parsed(action_name, action, parse_arguments(action, arguments))
+    except InvalidInput as error:
+        return Parsed(action_name, action, problem=str(error))
+
+
+def gist_of(action_name: str, arguments: dict) -> str:
+    return parse(action_name, arguments).gist()
 
 
 def target_of(action_name: str, arguments: dict) -> str:
-    """What an operation acts on that others may too (``Action.target``): "" for an
-    action not registered here, or arguments that do not fit its schema. A name too long
-    for its column keeps its start, and ends with a hash of the whole: cut plainly, two
-    files with a long common prefix would pass for one target."""
-    action = get_action(action_name)
-    try:
-        target = action.target(parse_arguments(action, arguments)) if action else ""
-    except InvalidInput:
-        return ""
-    most = Operation._meta.get_field("target").max_length
-    if len(target) <= most:
-        return target
-    whole = sha256_hex(target.encode())[:TARGET_HASH]
-    return f"{target[: most - TARGET_HASH - 1]}…{whole}"
+    return parse(action_name, arguments).target()
 
 
 def parse_arguments(action: Action, arguments: dict):
@@ -120,13 +158,4 @@ def check_name(action_name: str) -> None:
 
 def check_proposal(action_name: str, arguments: dict, rollback_kind: str) -> str:
     """For a registered action, validate the proposal and return its executor."""
-    action = get_action(action_name)
-    if action is None:
-        return Operation.Executor.AGENT
-    args = parse_arguments(action, arguments)
-    expected = action.rollback_kind_for(args)
-    if rollback_kind != expected:
-        raise InvalidInput(
-            f"rollback_kind: {action_name} with these arguments rolls back {expected}"
-        )
-    return Operation.Executor.SERVER
+    return parse(action_name, arguments).executor(rollback_kind)

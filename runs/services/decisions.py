@@ -14,7 +14,7 @@ from operator import attrgetter
 
 from django.db import transaction
 
-from runs.actions.registry import check_proposal, gist_of, lane_of, target_of
+from runs.actions.registry import check_proposal, lane_of, parse
 from runs.actors import Actor
 from runs.canonical import json_hash
 from runs.clock import db_now
@@ -153,12 +153,13 @@ def _approve(run, operation, reviewer, kind, comment, arguments, actor, seen, no
         if decided_hash == operation.arguments_hash:
             kind, arguments = Decision.Kind.APPROVE, None
         else:
+            parsed = parse(operation.action, arguments)
             changes = {
                 "arguments": arguments,
                 "arguments_hash": decided_hash,
                 "lane": lane_of(operation.action, arguments, operation.project_id),
-                "gist": gist_of(operation.action, arguments),
-                "target": target_of(operation.action, arguments),
+                "gist": parsed.gist(),
+                "target": parsed.target(),
             }
     # The policy judges the edited arguments too: an edit can raise the risk and the
     # count (and then the decision waits for more people), never lower them.

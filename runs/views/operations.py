@@ -2,15 +2,12 @@ import difflib
 import json
 
 from django import forms
-from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
-from django.urls import reverse
-from django.utils.html import format_html
+from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from runs import queue as waiting
-from runs.actions.registry import get_action, parse_arguments
+from runs.actions.registry import parse
 from runs.errors import InvalidInput, OversightError, PreviewChanged
 from runs.forms import REJECTING, DecisionForm, EditForm
 from runs.models import Decision, Operation
@@ -22,6 +19,7 @@ from runs.services.decisions import decide, own_interest
 from runs.services.previews import preview_hash, preview_of, stored_preview
 from runs.siblings import waiting_with
 from runs.views.access import load_operation
+from runs.views.moving_on import move_on
 
 RECENT_MESSAGES = 10
 # The decisions a page offers, one form each: one Reject, whose reason the agent reads
@@ -71,21 +69,7 @@ def decide_view(request: HttpRequest, pk: int) -> HttpResponse:
             form.add_error(None, str(error))
         else:
             operation.refresh_from_db()
-            done = _confirmation(data["kind"], operation)
-            following = waiting.next_waiting(request.user, operation)
-            if following is None:  # stay, and watch it go through
-                messages.success(request, done)
-                return redirect("operation", pk=operation.pk)
-            # A link back to what was decided: the page has moved on to the next one.
-            decided = format_html(
-                '<a href="{}">Operation {}</a> ({}): {} This one waits for you next.',
-                reverse("operation", args=[operation.pk]),
-                operation.pk,
-                operation.action,
-                done,
-            )
-            messages.success(request, decided)
-            return redirect("operation", pk=following.pk)
+            return move_on(request, operation, _confirmation(data["kind"], operation))
     edit = (
         _edit_in(request.POST, operation) if form.data.get("kind") == Decision.Kind.EDIT else None
     )
@@ -373,15 +357,18 @@ def _diff(before: dict, after: dict) -> list[tuple[str, str]]:
 
 
 def _plan(operation: Operation) -> dict[str, str]:
-    action = get_action(operation.action)
-    if action is None:
+    """Who carries the operation out, as stored when it was proposed, and how its
+    precondition is checked and its effect rolled back."""
+    if operation.executor == Operation.Executor.AGENT:
         return {
             "executor": "the agent itself",
             "precondition": "Checked by the agent before it acts.",
             "rollback": operation.get_rollback_kind_display(),
         }
-    try:
-        described = action.describe(parse_arguments(action, operation.arguments))
-    except InvalidInput as error:
-        described = {"precondition": f"Arguments no longer valid: {error}", "rollback": ""}
+    parsed = parse(operation.action, operation.arguments)
+    if parsed.args is None:
+        why = parsed.problem or f"{operation.action} is no longer an action of this server"
+        described = {"precondition": f"Arguments no longer valid: {why}", "rollback": ""}
+    else:
+        described = parsed.action.describe(parsed.args)
     return {"executor": "Oversight's workers", **described}

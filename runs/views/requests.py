@@ -6,11 +6,8 @@ an answer. Worked as operations are (#34): the next and the previous request wai
 for the reviewer are linked, the answer stays in reach in a bar, and an answer opens
 the next one waiting."""
 
-from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
-from django.urls import reverse
-from django.utils.html import format_html
+from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from runs import queue as waiting
@@ -22,6 +19,7 @@ from runs.services.decisions import own_interest
 from runs.services.requests import answer
 from runs.views.access import load_request
 from runs.views.markdown import render as markdown
+from runs.views.moving_on import move_on
 from runs.views.operations import pretty_json
 
 Kind = HumanRequest.AnswerKind
@@ -59,27 +57,9 @@ def answer_view(request: HttpRequest, pk: int) -> HttpResponse:
         except OversightError as error:
             form.add_error(None, _refusal(human, request.user, error))
         else:
-            return _moving_on(request, human, CONFIRMATION[form.cleaned_data["kind"]])
+            return move_on(request, human, CONFIRMATION[form.cleaned_data["kind"]])
     form.focus_first_error()
     return _render(request, human, bound=form, status=400)
-
-
-def _moving_on(request, human: HumanRequest, done: str) -> HttpResponse:
-    """After an answer, the next request waiting for the reviewer, with a link back to
-    the one answered; if none waits, the page of the one answered."""
-    following = waiting.next_waiting(request.user, human)
-    if following is None:
-        messages.success(request, done)
-        return redirect("request", pk=human.pk)
-    answered = format_html(
-        '<a href="{}">Request {}</a> ({}): {} This one waits for you next.',
-        reverse("request", args=[human.pk]),
-        human.pk,
-        human.get_kind_display().lower(),
-        done,
-    )
-    messages.success(request, answered)
-    return redirect("request", pk=following.pk)
 
 
 def _refusal(human: HumanRequest, reviewer, error: OversightError) -> str:

@@ -12,6 +12,10 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, Playwright, expect, sync_playwright
 
+from runs.models import HumanRequest
+from runs.services import requests as service
+from tests.conftest import AGENT
+
 CHROMIUM = shutil.which("chromium")
 SKIP_REASON = "browser tests need Debian's chromium on PATH (apt-get install -y chromium)"
 LAUNCH_ARGS = [
@@ -37,6 +41,15 @@ VIOLATIONS = """async (tags) => {
     `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map(n => n.target.join(" ")).join(", ")}`);
 }"""
 PASSWORD = "pw"
+# What the test agent asks with each kind of request (``ask``).
+REQUEST_KINDS = {
+    "question": {"kind": "question"},
+    "sign_off": {},
+    "choice": {"choices": ["eu-west", "us-east", "ap-south"]},
+    "data": {"answer_schema": {"type": "string", "title": "Release name"}},
+}
+# A paragraph of a request's context: a few of them make a page longer than the window.
+LONG = "The plan, at length: each step, its owner, what could go wrong and how we notice. "
 
 expect.set_options(timeout=TIMEOUT_MS)
 
@@ -117,3 +130,28 @@ def screenshot(page: Page, name: str) -> Path:
     path = SCREENSHOTS / f"{re.sub(r'[^A-Za-z0-9_.-]+', '-', name)}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+@pytest.fixture
+def ask(run, agent_token):
+    """Ask a request of ``kind`` (one of ``REQUEST_KINDS``) on ``run``, as the test agent."""
+
+    def _ask(kind: str, prompt: str, context: str = "") -> HumanRequest:
+        asked = service.ask(
+            run=run,
+            prompt=prompt,
+            context=context,
+            actor=AGENT,
+            token=agent_token,
+            **REQUEST_KINDS[kind],
+        )
+        return asked[0]
+
+    return _ask
+
+
+@pytest.fixture
+def long_sign_off(ask) -> HumanRequest:
+    """A sign-off whose context runs over several windows, at 1280 by 800 as on a phone:
+    out of the page's top, its answer is in reach through the decision bar alone."""
+    return ask("sign_off", "Sign off the plan?", context="\n\n".join([LONG * 4] * 12))

@@ -11,33 +11,21 @@ import pytest
 from playwright.sync_api import expect
 
 from runs.models import Decision, HumanRequest, Operation
-from runs.services import requests as service
 from tests.browser.conftest import sign_in
 from tests.browser.test_decision_bar import in_view, viewport
 from tests.browser.test_keyboard import Keys
 from tests.browser.test_request_flow import bar, clear_of_the_bar
-from tests.conftest import AGENT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SIZES = [{"width": 1280, "height": 800}, {"width": 390, "height": 844}]
 REASON = "Reason (required): the agent reads it"
-LONG = "The plan, at length: each step, its owner, what could go wrong and how we notice. "
 
 
 @pytest.fixture(params=SIZES, ids=["1280x800", "390x844"])
 def size(request, page) -> dict:
     page.set_viewport_size(request.param)
     return request.param
-
-
-@pytest.fixture
-def sign_off(run, agent_token):
-    def _ask(prompt: str, context: str = "") -> HumanRequest:
-        asked = service.ask(run=run, prompt=prompt, context=context, actor=AGENT, token=agent_token)
-        return asked[0]
-
-    return _ask
 
 
 def test_an_operation_has_one_reject_whose_reason_the_agent_reads(
@@ -72,10 +60,10 @@ def test_an_operation_has_one_reject_whose_reason_the_agent_reads(
     }
 
 
-def test_a_sign_off_is_rejected_in_3_keys_and_the_reason(page, size, reviewer, sign_off):
+def test_a_sign_off_is_rejected_in_3_keys_and_the_reason(page, size, reviewer, ask):
     """The operation habit on a sign-off: r puts the focus in Reject's own reason, Tab
     reaches Reject (not Sign off), Enter rejects it and the next request opens."""
-    first, second = sign_off("Sign off the plan?"), sign_off("Sign off the budget?")
+    first, second = ask("sign_off", "Sign off the plan?"), ask("sign_off", "Sign off the budget?")
     sign_in(page, reviewer)
     page.goto(f"/requests/{first.pk}/")
     expect(page.locator(".keys")).to_contain_text("a sign off · r reject · n next")
@@ -104,8 +92,8 @@ def test_a_sign_off_is_rejected_in_3_keys_and_the_reason(page, size, reviewer, s
     assert HumanRequest.objects.get(pk=second.pk).status == "open"
 
 
-def test_the_bar_of_a_long_sign_off_leads_to_its_reject(page, size, reviewer, sign_off):
-    human = sign_off("Sign off the plan?", context="\n\n".join([LONG * 4] * 12))
+def test_the_bar_of_a_long_sign_off_leads_to_its_reject(page, size, reviewer, long_sign_off):
+    human = long_sign_off
     sign_in(page, reviewer)
     page.goto(f"/requests/{human.pk}/")
     expect(bar(page).get_by_role("button")).to_have_text(["Sign off"])

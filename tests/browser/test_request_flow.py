@@ -10,39 +10,19 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from runs.models import HumanRequest
-from runs.services import requests as service
-from tests.browser.conftest import assert_accessible, sign_in
+from tests.browser.conftest import LONG, assert_accessible, sign_in
 from tests.browser.test_decision_bar import in_view, viewport
 from tests.browser.test_keyboard import Keys
-from tests.conftest import AGENT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SIZES = [{"width": 1280, "height": 800}, {"width": 390, "height": 844}]
-KINDS = {
-    "question": {"kind": "question"},
-    "sign_off": {},
-    "choice": {"choices": ["eu-west", "us-east", "ap-south"]},
-    "data": {"answer_schema": {"type": "string", "title": "Release name"}},
-}
-LONG = "The plan, at length: each step, its owner, what could go wrong and how we notice. "
 
 
 @pytest.fixture(params=SIZES, ids=["1280x800", "390x844"])
 def size(request, page) -> dict:
     page.set_viewport_size(request.param)
     return request.param
-
-
-@pytest.fixture
-def ask(run, agent_token):
-    def _ask(kind: str, prompt: str, context: str = "") -> HumanRequest:
-        asked = service.ask(
-            run=run, prompt=prompt, context=context, actor=AGENT, token=agent_token, **KINDS[kind]
-        )
-        return asked[0]
-
-    return _ask
 
 
 def bar(page: Page) -> Locator:
@@ -163,8 +143,8 @@ def test_the_keys_do_nothing_inside_a_field_or_with_a_modifier(page, reviewer, a
     assert HumanRequest.objects.get(pk=human.pk).status == "open"
 
 
-def test_the_answer_stays_in_reach_on_a_long_request(page, size, reviewer, ask):
-    human = ask("sign_off", "Sign off the plan?", context="\n\n".join([LONG * 4] * 12))
+def test_the_answer_stays_in_reach_on_a_long_request(page, size, reviewer, long_sign_off):
+    human = long_sign_off
     sign_in(page, reviewer)
     page.goto(f"/requests/{human.pk}/")
     assert page.evaluate("document.documentElement.scrollHeight") > 2 * size["height"]
