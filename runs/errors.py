@@ -37,8 +37,8 @@ class ConflictingProposal(OversightError):
 
 
 class ExternalIdConflict(OversightError):
-    """The external_id already names another object of this kind in the project, or an
-    object of the token's that describes something else."""
+    """The external_id already names another of the token's objects of this kind, one
+    that describes something else (another token's names are its own, never refused)."""
 
     code = "external_id_conflict"
 

@@ -304,21 +304,18 @@ def test_the_same_external_id_for_another_question_is_a_conflict(run, ask):
         )
 
 
-def test_another_tokens_external_id_is_a_conflict_that_reveals_nothing(
-    project, owner, ask, admin_user
-):
-    ask("Ship the secret release?", external_id="interrupt-1")
+def test_another_tokens_external_id_names_a_request_of_its_own(project, owner, ask, admin_user):
+    mine = ask("Ship the secret release?", external_id="interrupt-1")
     other = issued(project, "other-agent", admin_user)
     session = open_session(project=project, owner=admin_user, agent="other", token=other)
     their_run = start_run(session=session, goal="Theirs", actor=AGENT)
-    with pytest.raises(ExternalIdConflict) as error:
-        service.ask(
-            run=their_run, prompt="Hello?", actor=AGENT, token=other, external_id="interrupt-1"
-        )
-    assert str(error.value) == (
-        "external_id: 'interrupt-1' already names another request in this project"
+    theirs, new = service.ask(
+        run=their_run, prompt="Hello?", actor=AGENT, token=other, external_id="interrupt-1"
     )
-    assert HumanRequest.objects.count() == 1
+    assert new
+    assert theirs.pk != mine.pk
+    assert (theirs.prompt, theirs.run_id) == ("Hello?", their_run.pk)
+    assert HumanRequest.objects.count() == 2
 
 
 # --- answering ------------------------------------------------------------------------------

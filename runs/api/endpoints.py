@@ -47,7 +47,7 @@ from runs.payloads import SCHEMAS as PAYLOAD_SCHEMAS
 from runs.services.alerts import raise_alert
 from runs.services.artifacts import attach_artifact
 from runs.services.decisions import expire_if_due
-from runs.services.identity import named, owned
+from runs.services.identity import found_by_name, named, owned
 from runs.services.proposals import submit_proposal, withdraw_operation
 from runs.services.runs import (
     append_message,
@@ -142,7 +142,7 @@ def create_session(request, body: s.SessionIn):
 @router.get("/sessions", response={200: list[s.SessionOut], **PROBLEMS}, tags=["runs"])
 def find_sessions(request, external_id: ExternalIdQuery):
     """This token's session of that ``external_id``, if any: a list of 0 or 1."""
-    found = owned(Session, token(request)).filter(external_id=external_id)
+    found = found_by_name(Session, token(request), external_id)
     return [s.SessionOut.of(session) for session in found.select_related("project", "owner")]
 
 
@@ -174,7 +174,7 @@ def create_run(request, body: s.RunIn):
 @router.get("/runs", response={200: list[s.RunOut], **PROBLEMS}, tags=["runs"])
 def find_runs(request, external_id: ExternalIdQuery):
     """This token's run of that ``external_id``, if any: a list of 0 or 1."""
-    return [s.RunOut.of(run) for run in owned(Run, token(request)).filter(external_id=external_id)]
+    return [s.RunOut.of(run) for run in found_by_name(Run, token(request), external_id)]
 
 
 @router.get("/runs/{int:pk}", response={200: s.RunOut, **PROBLEMS}, tags=["runs"])
@@ -303,11 +303,10 @@ def find_operations(
 ):
     """This token's operation named ``external_id``, or of ``run`` and ``call_id``
     (give one or the other): a list of 0 or 1."""
-    mine = owned(Operation, token(request))
     if external_id and run is None and not call_id:
-        found = mine.filter(external_id=external_id)
+        found = found_by_name(Operation, token(request), external_id)
     elif run is not None and call_id and not external_id:
-        found = mine.filter(run_id=run, call_id=call_id)
+        found = owned(Operation, token(request)).filter(run_id=run, call_id=call_id)
     else:
         raise InvalidInput("external_id: give external_id, or run and call_id")
     return [s.OperationOut.of(operation) for operation in found]

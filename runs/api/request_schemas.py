@@ -7,6 +7,7 @@ from typing import Any, Literal
 from ninja import Schema
 from pydantic import Field
 
+from runs.api.schemas import EXTERNAL_ID
 from runs.models import HumanRequest, Run
 from runs.services import requests as service
 
@@ -42,7 +43,9 @@ class RequestIn(Schema):
         description="For a choice: distinct strings of 1 to 200 characters, the "
         "reviewer picks one.",
     )
-    external_id: str = Field(default="", max_length=service.EXTERNAL_ID_CHARS)
+    external_id: str = Field(
+        default="", max_length=service.EXTERNAL_ID_CHARS, description=EXTERNAL_ID
+    )
     expires_in: int | None = Field(
         default=None,
         ge=service.EXPIRES_IN_MIN,

@@ -16,7 +16,7 @@ from runs.clock import db_now
 from runs.errors import InvalidInput
 from runs.models import HumanRequest
 from runs.services import requests as service
-from runs.services.identity import owned
+from runs.services.identity import found_by_name, owned
 
 router = Router()
 
@@ -65,16 +65,15 @@ def find_requests(
 ):
     """This token's request named ``external_id`` (a list of 0 or 1), or the requests
     of ``run``, oldest first, optionally of one ``status``: give one or the other."""
-    mine = owned(HumanRequest, token(request)).select_related("answered_by")
     if external_id and run is None and status is None:
-        found = mine.filter(external_id=external_id)
+        found = found_by_name(HumanRequest, token(request), external_id)
     elif run is not None and not external_id:
-        found = mine.filter(run_id=run)
+        found = owned(HumanRequest, token(request)).filter(run_id=run)
         if status is not None:
             found = found.filter(status=status)
     else:
         raise InvalidInput("external_id: give external_id, or run (and a status)")
-    return [RequestOut.of(human) for human in found.order_by("pk")]
+    return [RequestOut.of(human) for human in found.select_related("answered_by").order_by("pk")]
 
 
 @router.get(

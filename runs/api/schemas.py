@@ -20,10 +20,10 @@ class Problem(Schema):
 
 
 EXTERNAL_ID = (
-    "Your own name for it (a framework's thread or interrupt id), unique in the project "
-    'for its kind; "" for none. Creating again with the same one answers 200 with the '
-    "existing object if the request describes the same thing, else 409 "
-    "external_id_conflict."
+    "Your own name for it (a framework's thread or interrupt id), unique among this "
+    "token's objects of its kind (another token's names are its own, and never seen); "
+    '"" for none. Creating again with the same one answers 200 with the existing object '
+    "if the request describes the same thing, else 409 external_id_conflict."
 )
 
 

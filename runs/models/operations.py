@@ -4,7 +4,7 @@ from django.db import models
 from runs import machines
 from runs.models.choices import Risk, choices_constraint
 from runs.models.projects import Project
-from runs.models.runs import Run
+from runs.models.runs import Run, named_per_token
 from runs.models.tokens import AgentToken
 
 
@@ -57,7 +57,7 @@ class Operation(models.Model):
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="operations")
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="operations")
     call_id = models.CharField(max_length=200)
-    # The agent's own name for it (a framework's interrupt id…): unique in the project.
+    # The agent's own name for it (a framework's interrupt id…): unique per token.
     external_id = models.CharField(max_length=200, blank=True, default="")
     action = models.CharField(max_length=100)
     # Why the agent proposes it, in its words: shown to reviewers, never trusted.
@@ -118,11 +118,7 @@ class Operation(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["run", "call_id"], name="operation_unique_call"),
-            models.UniqueConstraint(
-                fields=["project", "external_id"],
-                condition=~models.Q(external_id=""),
-                name="operation_unique_external_id",
-            ),
+            *named_per_token("operation", "proposed_by_token"),
             choices_constraint("status", OperationStatus, "operation_status_valid"),
             choices_constraint("risk", Risk, "operation_risk_valid"),
             choices_constraint("rollback_kind", RollbackKind, "operation_rollback_valid"),

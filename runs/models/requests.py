@@ -4,7 +4,7 @@ from django.db import models
 from runs import machines
 from runs.models.choices import choices_constraint
 from runs.models.projects import Project
-from runs.models.runs import Run
+from runs.models.runs import Run, named_per_token
 from runs.models.tokens import AgentToken
 
 
@@ -50,6 +50,7 @@ class HumanRequest(models.Model):
 
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="requests")
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="requests")
+    # The agent's own name for it (a framework's interrupt id…): unique per token.
     external_id = models.CharField(max_length=200, blank=True, default="")
     prompt = models.TextField()
     kind = models.CharField(max_length=8, choices=RequestKind.choices)
@@ -112,11 +113,7 @@ class HumanRequest(models.Model):
                 condition=models.Q(answer_kind="") | models.Q(answer_kind__in=AnswerKind.values),
                 name="request_answer_kind_valid",
             ),
-            models.UniqueConstraint(
-                fields=["project", "external_id"],
-                condition=~models.Q(external_id=""),
-                name="request_unique_external_id",
-            ),
+            *named_per_token("request", "asked_by_token"),
             # Answered or refused by a person, who is named, with when and how.
             models.CheckConstraint(
                 condition=~models.Q(status__in=["answered", "rejected"])

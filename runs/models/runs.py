@@ -11,6 +11,25 @@ from runs.models.tokens import AgentToken
 from runs.payloads import MessageKind, validate_payload
 
 
+def named_per_token(kind: str, token: str) -> list[models.UniqueConstraint]:
+    """An object's ``external_id`` is a name of the token that created it (the field
+    ``token``): unique among that token's objects of its kind, so that two agents of a
+    project each have their own names and neither can learn or take the other's (#35).
+    Objects created without a token (in-process code, never the API) share the
+    project's names, as every object did before (``runs.services.identity``)."""
+    named = ~models.Q(external_id="")
+    return [
+        models.UniqueConstraint(
+            fields=[token, "external_id"], condition=named, name=f"{kind}_external_id_per_token"
+        ),
+        models.UniqueConstraint(
+            fields=["project", "external_id"],
+            condition=named & models.Q(**{f"{token}__isnull": True}),
+            name=f"{kind}_external_id_tokenless",
+        ),
+    ]
+
+
 class Session(models.Model):
     """One conversation, owned by a person, in one project. Holds several runs."""
 
@@ -24,19 +43,13 @@ class Session(models.Model):
         AgentToken, null=True, blank=True, on_delete=models.PROTECT, related_name="sessions"
     )
     title = models.CharField(max_length=300, blank=True)
-    # The agent's own name for it (a framework's thread id…): unique in the project.
+    # The agent's own name for it (a framework's thread id…): unique per token.
     external_id = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         verbose_name = "agent session"
-        constraints = [
-            models.UniqueConstraint(
-                fields=["project", "external_id"],
-                condition=~models.Q(external_id=""),
-                name="session_unique_external_id",
-            ),
-        ]
+        constraints = named_per_token("session", "token")
 
     def __str__(self) -> str:
         return self.title or f"session {self.pk}"
@@ -67,8 +80,13 @@ class Run(models.Model):
 
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="runs")
     session = models.ForeignKey(Session, on_delete=models.PROTECT, related_name="runs")
+    # Its session's token, set when the run is created (``save``): kept on the run itself
+    # because the database can hold its external_id unique per token only from its row.
+    token = models.ForeignKey(
+        AgentToken, null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
+    )
     goal = models.TextField()
-    # The agent's own name for it (a framework's thread id…): unique in the project.
+    # The agent's own name for it (a framework's thread id…): unique per token.
     external_id = models.CharField(max_length=200, blank=True, default="")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     reason = models.CharField(max_length=32, choices=Reason.choices, blank=True, default="")
@@ -101,11 +119,7 @@ class Run(models.Model):
                 condition=~models.Q(status="cancelled") | models.Q(cancel_requested=True),
                 name="run_cancelled_is_requested",
             ),
-            models.UniqueConstraint(
-                fields=["project", "external_id"],
-                condition=~models.Q(external_id=""),
-                name="run_unique_external_id",
-            ),
+            *named_per_token("run", "token"),
         ]
         indexes = [
             # Run list pages: newest first within a project, filtered by status.
@@ -118,6 +132,11 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.pk}: {self.goal[:60]}"
+
+    def save(self, *args, **kwargs) -> None:
+        if self._state.adding:
+            self.token_id = self.session.token_id
+        super().save(*args, **kwargs)
 
     @property
     def is_terminal(self) -> bool:

@@ -1,11 +1,17 @@
 """The agent's own names for what it creates (``external_id``: a framework's thread id,
-interrupt id…), unique per project and kind, so that a create can be repeated safely.
+interrupt id…), so that a create can be repeated safely.
+
+A name belongs to the token that created the object: unique among that token's objects
+of its kind, and another token of the project may give the same name to an object of
+its own. Neither learns of the other's: a token's creates and lookups by name see only
+its own objects (#35). Objects created without a token (in-process code, never the API)
+share the project's names among themselves, as every object did before. Both rules are
+unique constraints of the database (``runs.models.runs.named_per_token``).
 
 A create naming an ``external_id`` the token already used for that kind answers the
-existing object if the request describes the same thing, and refuses it otherwise; an
-``external_id`` of another token's object in the project is refused without saying
-anything about that object. Two creates racing with the same name meet at the unique
-constraint: the loser's insert fails inside a savepoint, and it reads the winner's.
+existing object if the request describes the same thing, and refuses it otherwise.
+Two creates racing with the same name meet at the unique constraint: the loser's write
+fails inside a savepoint, and it reads the winner's.
 """
 
 from collections.abc import Callable
@@ -22,6 +28,14 @@ OWNER = {
     Operation: "run__session__token",
     HumanRequest: "run__session__token",
 }
+# The token that created each kind, whose name its ``external_id`` is: the column its
+# unique constraint holds.
+CREATOR = {
+    Session: "token",
+    Run: "token",
+    Operation: "proposed_by_token",
+    HumanRequest: "asked_by_token",
+}
 
 
 def kind_of(model: type[models.Model]) -> str:
@@ -33,6 +47,14 @@ def owned[Named: models.Model](
 ) -> models.QuerySet[Named]:
     """The objects of ``model`` that ``token`` owns (``None``: opened without one)."""
     return model.objects.filter(**{OWNER[model]: token})
+
+
+def found_by_name[Named: models.Model](
+    model: type[Named], token: AgentToken, external_id: str
+) -> models.QuerySet[Named]:
+    """What the agent API finds by ``external_id``: the object of ``model`` that
+    ``token`` created under that name (0 or 1), never another token's."""
+    return owned(model, token).filter(**{CREATOR[model]: token}, external_id=external_id)
 
 
 def named[Named: models.Model](
@@ -74,17 +96,15 @@ def _existing[Named: models.Model](
     external_id: str,
     describes: Callable[[Named], bool],
 ) -> Named | None:
-    kind = kind_of(model)
-    found = model.objects.filter(project_id=project_id, external_id=external_id).first()
-    if found is None:
-        return None
-    if not owned(model, token).filter(pk=found.pk).exists():
+    """The object of ``model`` that ``token`` already named ``external_id`` in the
+    project (``None``: the one made without a token), if any, refused if it describes
+    something else. Another token's object of that name is never looked at."""
+    found = model.objects.filter(
+        project_id=project_id, external_id=external_id, **{CREATOR[model]: token}
+    ).first()
+    if found is not None and not describes(found):
         raise ExternalIdConflict(
-            f"external_id: {external_id!r} already names another {kind} in this project"
-        )
-    if not describes(found):
-        raise ExternalIdConflict(
-            f"external_id: {external_id!r} already names your {kind} {found.pk}, which "
-            "describes something else; use a new external_id"
+            f"external_id: {external_id!r} already names your {kind_of(model)} {found.pk}, "
+            "which describes something else; use a new external_id"
         )
     return found
