@@ -15,10 +15,15 @@ A request goes one of two ways:
   ``OVERSIGHT_WEB_THREADS`` threads (a2wsgi), exactly as under a threaded WSGI server.
   Django's async handling runs each synchronous middleware and view on a thread of the
   request's own, handing over at every middleware: plain API reads answered at half
-  the rate of threaded workers (measured for #17), and pages would pay the same.
+  the rate of threaded workers (measured for #17), and pages would pay the same. Its
+  body is read whole on the event loop first, within ``OVERSIGHT_WEB_BODY_SECONDS`` and
+  ``DATA_UPLOAD_MAX_MEMORY_SIZE``: read on a thread, forty bodies that never came held
+  every thread of a server, and nothing else was answered.
 """
 
+import asyncio
 import gc
+import json
 import os
 import re
 from pathlib import Path
@@ -80,8 +85,95 @@ class Oversight:
         # latter): dropped, as gunicorn drops them.
         headers = [(name, value) for name, value in scope["headers"] if b"_" not in name]
         scope = {**scope, "headers": headers}
-        handler = self.waiting if waits(scope) else self.answering
-        await handler(scope, receive, send)
+        if waits(scope):
+            await self.waiting(scope, receive, send)
+            return
+        try:
+            body = await read_body(scope, receive)
+        except BodyRefused as refused:
+            await refused.send(scope, send)
+            return
+        if body is not None:  # None: the client left before its body was whole.
+            await self.answering(scope, replayed(body, receive), send)
+
+
+class BodyRefused(Exception):
+    """A request's body that is not read: too slow to arrive (408) or too large (413)."""
+
+    def __init__(self, status: int, error: str, detail: str) -> None:
+        super().__init__(detail)
+        self.status, self.error, self.detail = status, error, detail
+
+    async def send(self, scope: dict, send) -> None:
+        """The answer, in the API's own shape under /api/, as plain text elsewhere; the
+        connection is closed after it, as what is left of the body is not read."""
+        if scope["path"].startswith("/api/"):
+            body = json.dumps({"error": self.error, "detail": self.detail, "field": None})
+            kind = b"application/json"
+        else:
+            body, kind = f"{self.detail}\n", b"text/plain; charset=utf-8"
+        body = body.encode()
+        headers = [
+            (b"content-type", kind),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+        await send({"type": "http.response.start", "status": self.status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def too_large(most: int) -> BodyRefused:
+    # The API's own code for a body over its limit (runs.api.auth).
+    return BodyRefused(413, "limit_exceeded", f"The request's body is over {most} bytes.")
+
+
+def declared_length(scope: dict) -> int:
+    """The body's length as its ``Content-Length`` says (0 without one: a chunked body
+    is measured as it comes)."""
+    for name, value in scope["headers"]:
+        if name == b"content-length" and value.isdigit():
+            return int(value)
+    return 0
+
+
+async def read_body(scope: dict, receive) -> bytes | None:
+    """The request's whole body, read without a thread: within
+    ``OVERSIGHT_WEB_BODY_SECONDS`` in all (not per chunk: a byte every few seconds is
+    no better than none), and at most ``DATA_UPLOAD_MAX_MEMORY_SIZE`` bytes. One whose
+    ``Content-Length`` says more is refused before any of it is read (a client that
+    sent ``Expect: 100-continue`` is told not to send it). None when the client left
+    before the end: nobody to answer, and half a form is not what was sent."""
+    seconds, most = settings.OVERSIGHT_WEB_BODY_SECONDS, settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    if declared_length(scope) > most:
+        raise too_large(most)
+    chunks, size = [], 0
+    try:
+        async with asyncio.timeout(seconds):
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return None
+                chunks.append(message.get("body", b""))
+                size += len(chunks[-1])
+                if size > most:
+                    raise too_large(most)
+                if not message.get("more_body"):
+                    return b"".join(chunks)
+    except TimeoutError:
+        raise BodyRefused(
+            408, "request_timeout", f"The request's body did not arrive within {seconds} seconds."
+        ) from None
+
+
+def replayed(body: bytes, receive):
+    """``receive`` for the handler: the body read, then what the client sends next (its
+    disconnection)."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def again() -> dict:
+        return pending.pop() if pending else await receive()
+
+    return again
 
 
 def warm_up() -> None:

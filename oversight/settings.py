@@ -370,6 +370,11 @@ OVERSIGHT_BIND = env_str("OVERSIGHT_BIND", "127.0.0.1:8000")
 OVERSIGHT_WEB_PROCESSES = env_int("OVERSIGHT_WEB_PROCESSES", 2, minimum=1)
 OVERSIGHT_WEB_THREADS = env_int("OVERSIGHT_WEB_THREADS", 16, minimum=1)
 OVERSIGHT_WEB_DB_CONNECTIONS = env_int("OVERSIGHT_WEB_DB_CONNECTIONS", 20, minimum=1)
+# A request's body is read whole, on the event loop, before the request takes a thread:
+# one that has not arrived within this many seconds in all is answered 408 (a body that
+# never comes would otherwise hold a thread for good); one larger than
+# DATA_UPLOAD_MAX_MEMORY_SIZE, 413.
+OVERSIGHT_WEB_BODY_SECONDS = env_int("OVERSIGHT_WEB_BODY_SECONDS", 30, minimum=1)
 # How long a request waits for one of them (all in use, or PostgreSQL out of reach)
 # before it is answered 503 with Retry-After, which the client waits out and retries.
 OVERSIGHT_WEB_DB_WAIT_SECONDS = env_int("OVERSIGHT_WEB_DB_WAIT_SECONDS", 2, minimum=1)

@@ -311,6 +311,22 @@ def test_a_chunked_answer_cut_at_a_chunk_boundary_is_sent_again(cls):
 
 
 @pytest.mark.parametrize("cls", CLIENTS)
+def test_a_body_the_server_timed_out_on_is_sent_again(cls):
+    """A 408: the server did not get the whole body in time (``OVERSIGHT_WEB_BODY_SECONDS``,
+    a slow link) and acted on none of it, so the request goes again, under its key."""
+    timed_out = b'{"error": "request_timeout", "detail": "late", "field": null}'
+    server = Scripted(
+        answer(timed_out, f"Content-Length: {len(timed_out)}").replace(
+            b"200 OK", b"408 Request Timeout"
+        ),
+        answer(b'{"id": 7}', "Content-Length: 9"),
+    )
+    client = cls(server.url, "ovs_token", retries=2, backoff=0.01)
+    assert drive(client.run(7)) == {"id": 7}
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("cls", CLIENTS)
 def test_an_answer_that_is_not_json_is_a_typed_error(cls):
     server = Scripted(answer(LOGIN_PAGE, f"Content-Length: {len(LOGIN_PAGE)}"))
     client = cls(server.url, "ovs_token", retries=0)

@@ -9,6 +9,7 @@ import json
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -301,6 +302,112 @@ def test_a_long_poll_on_the_event_loop_keeps_the_apis_boundaries(deployment):
         assert time.monotonic() - started >= 1  # Its own agent's wait does wait.
         status, body = api(port, stranger, "GET", "/events?wait=1")
         assert (status, body["events"]) == (200, [])  # Its own feed: nothing of the demo's.
+
+
+STALLED = 6  # Request bodies that never arrive: three times the server's threads.
+
+
+def post_head(port: int, path: str, token: str, *fields: str) -> socket.socket:
+    """A connection that sent a POST's head through the TLS proxy, past every check that
+    comes before its body (the page's CSRF origin and cookie, the API's token), with
+    ``fields`` saying how its body comes (``Content-Length: N``, chunked); no body yet."""
+    kind = "application/json" if path.startswith("/api/") else "application/x-www-form-urlencoded"
+    head = [
+        f"POST {path} HTTP/1.1",
+        f"Host: 127.0.0.1:{port}",
+        "X-Forwarded-Proto: https",
+        f"Origin: https://127.0.0.1:{port}",
+        f"Cookie: csrftoken={'c' * 32}",
+        f"Authorization: Bearer {token}",
+        f"Content-Type: {kind}",
+        *fields,
+    ]
+    sending = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sending.sendall(("\r\n".join(head) + "\r\n\r\n").encode())
+    return sending
+
+
+def whole_answer(connection: socket.socket) -> str:
+    """What the server sent on ``connection`` until it closed it."""
+    with connection:
+        return b"".join(iter(lambda: connection.recv(4096), b"")).decode("latin-1")
+
+
+def test_stalled_request_bodies_hold_no_thread_and_are_refused_in_time(deployment):
+    """Bodies are read on the event loop, within OVERSIGHT_WEB_BODY_SECONDS in all,
+    before a request takes one of the threads: six that never arrive leave a server
+    of two threads answering pages, and each is answered 408 when its time is up."""
+    env = deployment | {"OVERSIGHT_WEB_BODY_SECONDS": "5"}
+    token = issued(deployment, "demo", "stalling-agent")
+    with small_server(env) as (port, _):
+        paths = ["/accounts/login/", "/api/v1/sessions"] * (STALLED // 2)
+        stalled = [post_head(port, path, token, "Content-Length: 100") for path in paths]
+        started = time.monotonic()
+        page, _ = Browser(port).request("GET", "/accounts/login/")
+        assert page.status == 200
+        assert time.monotonic() - started < 5  # Before any stalled body's time is up.
+        answers = [whole_answer(connection) for connection in stalled]
+    assert all(answer.startswith("HTTP/1.1 408 ") for answer in answers), answers
+    assert "did not arrive within 5 seconds" in answers[0]
+    assert '"error": "request_timeout"' in answers[1]  # The API's own shape.
+
+
+def trickled(connection: socket.socket, every: float) -> str:
+    """The answer to a body sent a byte every ``every`` seconds, each after waiting that
+    long for the answer."""
+    connection.settimeout(every)
+    while True:
+        try:
+            first = connection.recv(4096)
+            break
+        except TimeoutError:
+            connection.sendall(b"x")
+    connection.settimeout(30)
+    return first.decode("latin-1") + whole_answer(connection)
+
+
+def test_a_body_has_its_time_in_all_not_per_piece(deployment):
+    """A body that keeps coming within OVERSIGHT_WEB_BODY_SECONDS is read and answered,
+    however slowly it comes; one trickling a byte every half second is answered 408
+    when they are up, though no byte came later than half a second after the last."""
+    env = deployment | {"OVERSIGHT_WEB_BODY_SECONDS": "6"}
+    token = issued(deployment, "demo", "slow-agent")
+    with small_server(env) as (port, _):
+        body = json.dumps({"title": "Sent slowly"}).encode()
+        steady = post_head(port, "/api/v1/sessions", token, f"Content-Length: {len(body)}")
+        steady.sendall(body[:5])
+        for piece in (body[5:10], body[10:15], body[15:]):
+            time.sleep(0.5)  # simulates a slow target: here an agent on a slow link
+            steady.sendall(piece)
+        assert whole_answer(steady).startswith("HTTP/1.1 201 ")
+        started = time.monotonic()  # Before the server's count of the body's time.
+        answer = trickled(post_head(port, "/api/v1/sessions", token, "Content-Length: 100"), 0.5)
+        waited = time.monotonic() - started
+    assert answer.startswith("HTTP/1.1 408 "), answer
+    assert 6 <= waited < 30  # 100 bytes at this pace would take 50 s.
+
+
+def test_a_body_over_the_limit_is_refused_before_it_is_read_whole(deployment):
+    """A body is read up to DATA_UPLOAD_MAX_MEMORY_SIZE (the API's limit and 1 KiB) and
+    no further: one whose Content-Length says more is answered 413 before it is sent
+    (a client asking whether to send it is told not to), and a chunked one, which says
+    no length, is answered 413 once it is past the limit."""
+    env = deployment | {"OVERSIGHT_API_MAX_BODY_BYTES": "1024"}
+    most = 1024 + 1024
+    token = issued(deployment, "demo", "large-agent")
+    with small_server(env) as (port, _):
+        declared = post_head(
+            port, "/accounts/login/", token, f"Content-Length: {most + 1}", "Expect: 100-continue"
+        )
+        answer = whole_answer(declared)
+        chunked = post_head(port, "/api/v1/sessions", token, "Transfer-Encoding: chunked")
+        for _ in range(most // 1024 + 1):
+            chunked.sendall(b"400\r\n" + b"x" * 1024 + b"\r\n")
+        chunked_answer = whole_answer(chunked)
+    assert answer.startswith("HTTP/1.1 413 "), answer
+    assert f"over {most} bytes" in answer
+    assert chunked_answer.startswith("HTTP/1.1 413 "), chunked_answer
+    assert '"error": "limit_exceeded"' in chunked_answer  # The API's own, for its limit.
 
 
 def exec_lines(unit: Path) -> list[list[str]]:

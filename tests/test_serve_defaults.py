@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -18,10 +19,12 @@ from pathlib import Path
 import pytest
 from django.db import connection, transaction
 
+from runs.models import Session
 from tests.overlap import lock_waiters
 from tests.processes import ROOT, Output, child_env, listening_port, wait_until
 
-# A server started on the test's database must not wait for a write lock the test holds.
+# A server started on the test's database must see the test's rows, and wait for a write
+# lock only where the test holds one on purpose.
 pytestmark = [pytest.mark.timeout(180), pytest.mark.django_db(transaction=True)]
 LOW_SOFT_LIMIT = 256
 _, HARD_LIMIT = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -104,22 +107,67 @@ def threads(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/task"))
 
 
-def sockets(pid: int) -> int:
-    """Sockets open in process ``pid``: a worker's grow by one per connection it took."""
-    found = 0
+LISTEN = "0A"  # A socket's state in /proc/net/tcp.
+
+
+def connections_to(pid: int, port: int) -> int:
+    """Connections to ``port`` that process ``pid`` accepted and holds open (its sockets
+    listed in /proc/net/tcp with that local port, but the listening one)."""
+    inodes = set()
     for fd in Path(f"/proc/{pid}/fd").iterdir():
         with suppress(FileNotFoundError):  # Closed since the listing.
-            found += os.readlink(fd).startswith("socket:")
+            inodes.add(os.readlink(fd).removeprefix("socket:[").removesuffix("]"))
+    found = 0
+    for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
+        _, local, _, state, *_, inode = line.split()[:10]
+        found += int(local.split(":")[1], 16) == port and state != LISTEN and inode in inodes
     return found
 
 
-def held_request(port: int) -> socket.socket:
-    """A sign-in form whose body never comes: a thread reads it until the end of the test
-    (a request's thread is taken for as long as its request)."""
+def answered_once_by_each(served: Served) -> None:
+    """Each process answers one request, and one only: on PostgreSQL a process's first
+    opens its pool of connections, which starts threads of its own, so threads are
+    counted after it. The thread it ran on stays, idle: the first of the process's 16."""
+    unanswered = set(served.workers)
+
+    def taker() -> int | None:
+        return next((pid for pid in served.workers if connections_to(pid, served.port)), None)
+
+    def one_more_answered() -> bool:
+        wait_until(lambda: taker() is None, message="the last connection closed")
+        with socket.create_connection(("127.0.0.1", served.port), timeout=60) as asking:
+            pid = wait_until(taker, message="a process taking the connection")
+            if pid in unanswered:  # Else closed unused: the process makes no thread.
+                healthz_on(asking)
+                unanswered.discard(pid)
+        return not unanswered
+
+    wait_until(one_more_answered, message="a request answered by each process")
+
+
+@contextmanager
+def writes_held() -> Iterator[None]:
+    """The database's writes wait for the end of the block: on SQLite every one (the
+    block's BEGIN IMMEDIATE takes the database's one write lock; a write waits 20 s for
+    it at most), on PostgreSQL those to the sessions' table."""
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(f"LOCK TABLE {Session._meta.db_table} IN EXCLUSIVE MODE")
+        yield
+
+
+def held_request(port: int, token: str) -> socket.socket:
+    """An agent opening a session while ``writes_held``: a thread takes the request and
+    waits for the database's writes (a request's thread is taken for as long as its
+    request)."""
+    body = b'{"title": "Held"}'
     held = socket.create_connection(("127.0.0.1", port), timeout=60)
     held.sendall(
-        b"POST /accounts/login/ HTTP/1.1\r\nHost: localhost\r\n"
-        b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 10\r\n\r\n"
+        b"POST /api/v1/sessions HTTP/1.1\r\nHost: localhost\r\n"
+        + f"Authorization: Bearer {token}\r\nContent-Length: {len(body)}\r\n".encode()
+        + b"Content-Type: application/json\r\n\r\n"
+        + body
     )
     return held
 
@@ -127,47 +175,64 @@ def held_request(port: int) -> socket.socket:
 HELD = 40
 
 
-def test_serve_starts_2_processes_of_16_threads_by_default(tmp_path):
-    """Forty requests held at once: each process takes the requests it accepted on
-    threads of its own until it has 16, and no more however many wait."""
-    with serve(tmp_path) as served:
+def test_serve_starts_2_processes_of_16_threads_by_default(tmp_path, agent_token):
+    """Forty agents' requests held at once, each waiting for the database's writes the
+    test holds: each process takes the requests it accepted on threads of its own until
+    it has 16, and no more however many wait."""
+    # On PostgreSQL, a held request waits for the lock as long as it takes.
+    with serve(tmp_path, OVERSIGHT_DB_LOCK_WAIT_SECONDS="0") as served:
         assert len(served.workers) == 2
         assert sorted(children(served.master)) == sorted(served.workers)
-        base = {pid: (threads(pid), sockets(pid)) for pid in served.workers}
-        held = [held_request(served.port) for _ in range(HELD)]
+        answered_once_by_each(served)
+        # Each process's threads but the one its first request ran on.
+        others = {pid: threads(pid) - 1 for pid in served.workers}
+
+        def accepted(pid: int) -> int:
+            return connections_to(pid, served.port)
+
+        def for_requests() -> dict[int, int]:
+            return {pid: threads(pid) - others[pid] for pid in served.workers}
+
+        held = []
         try:
-
-            def accepted(pid: int) -> int:
-                return sockets(pid) - base[pid][1]
-
-            wait_until(
-                lambda: sum(accepted(pid) for pid in served.workers) == HELD,
-                message="the processes taking every connection",
-            )
-            # Beyond 16 in a process, the rest wait for a thread.
-            expected = {pid: min(accepted(pid), 16) for pid in served.workers}
-            assert max(accepted(pid) for pid in served.workers) > 16
-            wait_until(
-                lambda: {pid: threads(pid) - base[pid][0] for pid in served.workers} == expected,
-                message="the threads answering reaching 16 per process",
-            )
+            with writes_held():
+                held += [held_request(served.port, agent_token.plain) for _ in range(HELD)]
+                wait_until(
+                    lambda: sum(accepted(pid) for pid in served.workers) == HELD,
+                    message="the processes taking every connection",
+                )
+                # Beyond 16 in a process, the rest wait for a thread (and at least its
+                # first request's is there, idle).
+                expected = {pid: max(min(accepted(pid), 16), 1) for pid in served.workers}
+                assert max(accepted(pid) for pid in served.workers) > 16
+                wait_until(
+                    lambda: for_requests() == expected,
+                    message="the threads answering reaching 16 per process",
+                )
             for answer in held:
-                answer.sendall(b"a=bbbbbbbb")
-                assert answer.recv(12) == b"HTTP/1.1 403"  # Without its CSRF cookie.
+                assert answer.recv(12) == b"HTTP/1.1 201"  # Its session opened.
         finally:
             for answer in held:
                 answer.close()
-        assert {pid: threads(pid) - base[pid][0] for pid in served.workers} == expected
+        assert for_requests() == expected
+
+
+HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+
+
+def healthz_on(asking: socket.socket) -> tuple[int, str]:
+    """/healthz's status and body, asked on the connection ``asking``."""
+    asking.sendall(HEALTHZ)
+    answer = b""
+    while chunk := asking.recv(65536):
+        answer += chunk
+    head, _, body = answer.decode().partition("\r\n\r\n")
+    return int(head.split()[1]), body
 
 
 def healthz(port: int) -> tuple[int, str]:
     with socket.create_connection(("127.0.0.1", port), timeout=120) as asking:
-        asking.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        answer = b""
-        while chunk := asking.recv(65536):
-            answer += chunk
-    head, _, body = answer.decode().partition("\r\n\r\n")
-    return int(head.split()[1]), body
+        return healthz_on(asking)
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the pool is PostgreSQL's")

@@ -17,9 +17,10 @@ from oversight_client.transport import HttpRequest, HttpResponse, TransportError
 from oversight_client.version import __version__
 
 USER_AGENT = f"oversight-client/{__version__} Python/{platform.python_version()}"
-# Too many waits at once (429, with Retry-After), overloaded or its database out of
-# reach (503, with Retry-After), or a gateway gave up.
-RETRY_STATUSES = {429, 502, 503, 504}
+# The body did not arrive in time (408: nothing of it was acted on), too many waits at
+# once (429, with Retry-After), overloaded or its database out of reach (503, with
+# Retry-After), or a gateway gave up.
+RETRY_STATUSES = {408, 429, 502, 503, 504}
 MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
 LONG_POLL_SECONDS = 30  # the server's default OVERSIGHT_API_MAX_WAIT_SECONDS
 WAIT_LIMIT = re.compile(r"between 0 and (\d+)")  # its refusal's detail: "wait: between 0 and N"
