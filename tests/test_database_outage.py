@@ -251,7 +251,7 @@ def test_an_api_request_that_fails_otherwise_is_answered_in_json_all_the_same(
     def broken(plain: str):
         raise RuntimeError("a bug at /srv/oversight/runs/models/tokens.py")
 
-    monkeypatch.setattr(AgentToken, "authenticate", broken)
+    monkeypatch.setattr(AgentToken, "named", broken)
     agent = Api(agent_token.plain, Client(raise_request_exception=False))
     for failed in (agent.get(f"/runs/{run.pk}"), agent.post("/sessions", {}, key="k-1")):
         assert (failed.status_code, failed["Content-Type"]) == (
