@@ -1,6 +1,6 @@
 """What changed in an operation's preview between the page a reviewer decided on and
 the target now, said plainly: "The balance of A changed since you looked: it was
-5000.00, it is now 50.00."
+5,000.00, it is now 50.00."
 
 A decision is bound to the hash of the preview its reviewer was shown
 (``runs.services.previews``), and refused if the target shows another by then; a hash
@@ -13,6 +13,7 @@ misleads only the person who sent it; what they decide is bound by the hash)."""
 
 import json
 
+from runs.amounts import readable_amount
 from runs.canonical import canonical_json, sha256_hex
 
 KEPT = 400  # bytes of one field's JSON kept as they are
@@ -77,8 +78,8 @@ def _availability(before: dict, now: dict) -> list[str]:
 def _balances(before: dict, now: dict) -> list[str]:
     was = _column(before.get("rows"), "account", "before")
     said = [
-        f"The balance of {account} changed since you looked: it was {was[account]}, "
-        f"it is now {balance}."
+        f"The balance of {account} changed since you looked: it was "
+        f"{readable_amount(was[account])}, it is now {readable_amount(balance)}."
         for account, balance in _column(now["rows"], "account", "before").items()
         if account in was and was[account] != balance
     ]

@@ -72,7 +72,7 @@ def test_the_balance_floor_is_checked_under_the_lock(approved, accounts, at_boun
     op = drained(op)
 
     assert op.status == Status.FAILED
-    assert "A holds 500.00, not more than 1000.00" in op.status_reason
+    assert "A holds 500.00, not more than 1,000.00" in op.status_reason
     assert balances()["A"] == Decimal("500.00")
 
 

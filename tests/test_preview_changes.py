@@ -57,13 +57,13 @@ UNAVAILABLE = {"kind": "unavailable", "why": "link.md leads outside the workspac
         (
             balances("5000.00"),
             balances("4000.00"),
-            ["The balance of A changed since you looked: it was 5000.00, it is now 4000.00."],
+            ["The balance of A changed since you looked: it was 5,000.00, it is now 4,000.00."],
         ),
         (
             balances("5000.00"),
             balances("50.00", False, "A holds 50.00, less than the 100 to transfer"),
             [
-                "The balance of A changed since you looked: it was 5000.00, it is now 50.00.",
+                "The balance of A changed since you looked: it was 5,000.00, it is now 50.00.",
                 "Now the transfer could not be made: A holds 50.00, less than the 100 to transfer.",
             ],
         ),

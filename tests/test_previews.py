@@ -108,7 +108,7 @@ def test_a_transfer_shows_both_balances_before_and_after(propose, accounts):
 
 def test_a_transfer_that_could_not_be_made_now_says_why(propose, accounts):
     preview = preview_of(transfer(propose, 600, floor=5000))
-    assert (preview["holds"], preview["why"]) == (False, "A holds 5000.00, not more than 5000")
+    assert (preview["holds"], preview["why"]) == (False, "A holds 5,000.00, not more than 5,000.00")
     Account.objects.filter(name="B").delete()
     assert preview_of(transfer(propose, 1)) | {"rows": []} == {
         "kind": "balances",

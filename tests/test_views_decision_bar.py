@@ -111,7 +111,7 @@ def test_an_edit_s_bar_approves_the_previewed_edit(as_reviewer, op):
 def test_an_overdraft_names_the_balance_it_would_leave(propose, accounts):
     op = propose(arguments={"from": "A", "to": "B", "amount": "6000.00"})
     assert preview_of(op)["why"] == (
-        "A holds 5000.00, less than the 6000.00 to transfer: it would leave A at -1000.00"
+        "A holds 5,000.00, less than the 6,000.00 to transfer: it would leave A at -1,000.00"
     )
 
 
@@ -185,7 +185,7 @@ def test_a_stale_preview_says_what_changed_and_never_approves(as_reviewer, op):
     )
     assert 'role="alert" tabindex="-1" autofocus' in changed[0]
     assert re.findall(r"<p>(.*?)</p>", changed[1]) == [
-        "The balance of A changed since you looked: it was 5000.00, it is now 4000.00.",
+        "The balance of A changed since you looked: it was 5,000.00, it is now 4,000.00.",
         "<strong>Nothing was decided.</strong> Look at the new preview below before you decide.",
     ]
     assert response.text.count("autofocus") == 1  # The focus goes to it, nowhere else.

@@ -62,8 +62,8 @@ def test_page_shows_what_a_reviewer_needs_to_decide(as_reviewer, op):
     assert "Pay the supplier invoice" in page
     assert argument_shown(page, "amount") == "100"
     assert argument_shown(page, "from") == "&quot;A&quot;"
-    assert "A holds at least 100 when the transfer is made." in page
-    assert "compensating operation — A compensating transfer of 100 from B back to A." in page
+    assert "A holds at least 100.00 when the transfer is made." in page
+    assert "compensating operation — A compensating transfer of 100.00 from B back to A." in page
     assert f"<code>{op.idempotency_key}</code>" in page
     assert "<code>operation.proposed</code>" in page
     assert "0 of 1" in page

@@ -12,7 +12,6 @@ made only if the forward entry exists, itself applied once.
 
 import logging
 import random
-import re
 import time
 from decimal import Decimal
 from typing import Annotated
@@ -31,15 +30,14 @@ from runs.actions.base import (
     PreconditionFailed,
 )
 from runs.actions.previews import Balances, Together
+from runs.amounts import PLAIN_AMOUNT, readable_amount
 from runs.models import Account, LedgerEntry, Operation
 from runs.statements import Prepared
 
-# An amount as a person reads it: 1250, "1250.00", never "1e3" (accepted, it was shown as
-# written) nor " 12". A number in the JSON reaches here already a number.
-PLAIN_AMOUNT = re.compile(r"-?[0-9]+(\.[0-9]+)?")
-
 
 def _plain(value):
+    """An amount as a person reads it: 1250, "1250.00", never "1e3" (accepted, it was
+    shown as written) nor " 12". A number in the JSON reaches here already a number."""
     if isinstance(value, str) and not PLAIN_AMOUNT.fullmatch(value):
         raise ValueError("an amount is a plain decimal such as 1250.00, with no exponent or spaces")
     return value
@@ -50,6 +48,15 @@ Money = Annotated[Decimal, BeforeValidator(_plain)]
 CONFLICTS = {"40001", "40P01"}  # serialization failure, deadlock detected
 CONFLICT_RETRIES = 5
 log = logging.getLogger(__name__)
+# The ledger keeps amounts to the cent (``Account.balance``, ``LedgerEntry.amount``).
+CENT = Decimal("0.01")
+
+
+def _said(value: Decimal) -> str:
+    """An amount of the ledger in a sentence people read: "1,250.00", with its cents even
+    where the agent wrote 1250 (at most two places, so nothing is rounded). What is
+    stored or sent to agents as a value keeps the plain decimal."""
+    return readable_amount(value.quantize(CENT))
 
 
 class TransferArguments(Arguments):
@@ -81,8 +88,8 @@ class LedgerTransfer(Action):
 
     def gist(self, args: TransferArguments) -> str:
         floor = args.require_balance_above
-        kept = f", keeping {args.source} above {floor:,.2f}" if floor is not None else ""
-        return f"{args.source} → {args.target}: {args.amount:,.2f}{kept}"
+        kept = f", keeping {args.source} above {_said(floor)}" if floor is not None else ""
+        return f"{args.source} → {args.target}: {_said(args.amount)}{kept}"
 
     def target(self, args: TransferArguments) -> str:
         """The account drawn from: transfers out of it add up (those into it only help)."""
@@ -103,8 +110,8 @@ class LedgerTransfer(Action):
             return Together(_overdrawn(pending, source, balance, drawn), True)
         said = (
             f"Together these {len(pending)} transfers, this one included, would draw "
-            f"{drawn:,.2f} from {source}, which holds {balance:,.2f} now: they would leave "
-            f"{balance - drawn:,.2f}."
+            f"{_said(drawn)} from {source}, which holds {_said(balance)} now: they would leave "
+            f"{_said(balance - drawn)}."
         )
         # Made last, a transfer finds what the others left: enough for its amount, but
         # perhaps no more than its floor.
@@ -122,13 +129,13 @@ class LedgerTransfer(Action):
 
     def describe(self, args: TransferArguments) -> dict[str, str]:
         floor = args.require_balance_above
-        condition = f"{args.source} holds at least {args.amount}"
+        condition = f"{args.source} holds at least {_said(args.amount)}"
         if floor is not None:
-            condition += f" and more than {floor}"
+            condition += f" and more than {_said(floor)}"
         return {
             "precondition": condition + " when the transfer is made.",
-            "rollback": f"A compensating transfer of {args.amount} from {args.target} back to "
-            f"{args.source}.",
+            "rollback": f"A compensating transfer of {_said(args.amount)} from {args.target} "
+            f"back to {args.source}.",
         }
 
     def preview(self, args: TransferArguments, ctx: Context) -> Balances:
@@ -224,8 +231,8 @@ def _overdrawn(
     each = ", though each fits on its own" if alone else ""
     return (
         f"Together they would overdraw {source}{each}: these {len(pending)} transfers, this "
-        f"one included, draw {drawn:,.2f} from it, {drawn - balance:,.2f} more than the "
-        f"{balance:,.2f} it holds now. Those carried out first go through; the others will "
+        f"one included, draw {_said(drawn)} from it, {_said(drawn - balance)} more than the "
+        f"{_said(balance)} it holds now. Those carried out first go through; the others will "
         "be refused."
     )
 
@@ -237,16 +244,17 @@ def _unfunded(source: str, balance: Decimal, amount: Decimal, floor: Decimal | N
     why = shortfall(balance, amount, floor)
     if not why:
         return ""
-    left = f": it would leave {source} at {balance - amount}" if balance < amount else ""
+    left = f": it would leave {source} at {_said(balance - amount)}" if balance < amount else ""
     return f"{source} {why}{left}"
 
 
 def shortfall(balance: Decimal, amount: Decimal, floor: Decimal | None) -> str:
-    """Why ``balance`` cannot fund ``amount`` (empty if it can)."""
+    """Why ``balance`` cannot fund ``amount`` (empty if it can), in words that a reviewer
+    reads in the preview and in the reason the operation failed."""
     if balance < amount:
-        return f"holds {balance}, less than the {amount} to transfer"
+        return f"holds {_said(balance)}, less than the {_said(amount)} to transfer"
     if floor is not None and balance <= floor:
-        return f"holds {balance}, not more than {floor}"
+        return f"holds {_said(balance)}, not more than {_said(floor)}"
     return ""
 
 

@@ -1,7 +1,5 @@
 import json
-import re
 from datetime import datetime
-from decimal import Decimal
 from html import escape
 
 from django import template
@@ -11,9 +9,12 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince, timeuntil
 
+from runs.amounts import readable_amount
+
 register = template.Library()
-# An amount as the ledger writes it: a sign, digits, maybe a fraction; no exponent.
-AMOUNT = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+# For display only: the previews a decision keeps, and hashes, hold each amount as the
+# ledger wrote it.
+register.filter("amount", readable_amount)
 
 
 @register.filter
@@ -63,12 +64,3 @@ def agent_name(session) -> str:
 def as_json(value) -> str:
     """Pretty JSON for people (stable key order); the template escapes it."""
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
-
-
-@register.filter
-def amount(value) -> str:
-    """An amount with thousands separators, "-17,000.00" for "-17000.00", digits as
-    written (no rounding); anything else as it is. For display only: the previews a
-    decision keeps, and hashes, hold the amount as the ledger wrote it."""
-    text = str(value)
-    return f"{Decimal(text):,f}" if AMOUNT.fullmatch(text) else text

@@ -184,8 +184,8 @@ def test_where_the_transfer_would_overdraw_reject_comes_first(
     open_operation(page, reviewer, op)
 
     expect(page.locator(".preview")).to_contain_text(
-        "It could not be made now: A holds 5000.00, less than the 6000.00 to transfer: "
-        "it would leave A at -1000.00."
+        "It could not be made now: A holds 5,000.00, less than the 6,000.00 to transfer: "
+        "it would leave A at -1,000.00."
     )
     links = bar(page).get_by_role("link")
     expect(links).to_have_text(["Reject", "Approve anyway", "Edit"])
@@ -220,7 +220,7 @@ def test_a_changed_preview_takes_the_focus_and_says_what_changed(page, size, rev
     expect(changed).to_be_focused()
     expect(changed).to_have_text(
         re.compile(
-            r"The balance of A changed since you looked: it was 5000\.00, it is now 4000\.00\."
+            r"The balance of A changed since you looked: it was 5,000\.00, it is now 4,000\.00\."
             r"\s*Nothing was decided\. Look at the new preview below before you decide\."
         )
     )

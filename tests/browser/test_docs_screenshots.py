@@ -44,7 +44,7 @@ ON_THE_PAGE = """e => {
 DOCS_IMG = REPO_ROOT / "docs" / "img"
 AGENT = Actor.agent("demo-agent")
 # What seed_demo leaves waiting: a README edit, an invoice one reviewer of two
-# approved, and a question.
+# approved, two bills that together overdraw the marketing account, and a question.
 README_GOAL = "Update the README with the new install steps"
 INVOICE_GOAL = "Pay invoice INV-2291 to ACME Supplies"
 QUESTION = "Which region should the analytics cluster go to?"
@@ -160,24 +160,25 @@ def test_reviewer_sees_the_queue_and_approves_an_operation_on_its_preview(page, 
     readme = Operation.objects.get(run__goal=README_GOAL)
     as_demo_user(page, "reviewer")
     nav(page, "Approvals").click()
-    expect(page).to_have_title("(5) Approvals · Oversight")
+    expect(page).to_have_title("(7) Approvals · Oversight")
     queue = page.locator("#queue")
     expect(queue).to_contain_text(
-        "4 operations waiting for a decision and 1 request for an answer, oldest first."
+        "6 operations waiting for a decision and 1 request for an answer, oldest first."
     )
     asked = queue.locator("table.requests tbody tr")
     expect(asked).to_have_count(1)
     expect(asked).to_contain_text(QUESTION)
     expect(asked).to_contain_text("Choose one of 2")
     operations = queue.locator("table.queue:not(.requests) tbody tr")
+    transfers = ["ledger.transfer"] * 3  # the invoice, and the marketing account's two bills
     expect(operations.locator("td.lead code")).to_have_text(
-        ["file.write", "ledger.transfer", "email.send", "file.write"]
+        ["file.write", *transfers, "email.send", "file.write"]
     )
     expect(operations.locator("td[data-label=Risk]")).to_have_text(
-        ["Medium", "High", "Medium", "Low"]
+        ["Medium", "High", "High", "High", "Medium", "Low"]
     )
     expect(operations.locator("td[data-label=Approvals]")).to_have_text(
-        ["0 of 1", "1 of 2", "0 of 1", "0 of 1"]
+        ["0 of 1", "1 of 2", "0 of 2", "0 of 2", "0 of 1", "0 of 1"]
     )
     expect(queue).to_contain_text("Agent says: Tell customers about Saturday's maintenance")
     save(page, "queue")
@@ -201,6 +202,25 @@ def test_reviewer_sees_the_queue_and_approves_an_operation_on_its_preview(page, 
     expect(page.locator("h1")).to_contain_text("ledger.transfer")
     readme.refresh_from_db()
     assert readme.status == Operation.Status.APPROVED
+
+
+def test_reviewer_sees_two_transfers_that_together_would_overdraw_their_account(page, demo):
+    """Reviewers' guide: the others waiting on the same account, and what they would do
+    together, on a transfer's page."""
+    as_demo_user(page, "reviewer")
+    nav(page, "Approvals").click()
+    page.get_by_role("link", name=re.compile("marketing → northwind-events: 12,500.00")).click()
+    expect(page.locator("h1")).to_contain_text("ledger.transfer")
+    siblings = page.locator("#siblings")
+    expect(siblings.get_by_role("heading")).to_have_text("Also waiting on account marketing")
+    expect(siblings.locator("li")).to_contain_text(["marketing → brightline-ads: 9,800.00"])
+    expect(siblings.get_by_role("note")).to_have_text(
+        "Together they would overdraw marketing, though each fits on its own: these 2 "
+        "transfers, this one included, draw 22,300.00 from it, 2,300.00 more than the "
+        "20,000.00 it holds now. Those carried out first go through; the others will be "
+        "refused."
+    )
+    save(page, "siblings", part=siblings)
 
 
 def test_reviewer_edits_an_email_before_approving_it(page, demo):

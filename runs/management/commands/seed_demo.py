@@ -42,7 +42,17 @@ DEMO_ACCOUNTS = {
     "payroll": Decimal("0.00"),
     "acme-supplies": Decimal("0.00"),
     "petty-cash": Decimal("600.00"),
+    "marketing": Decimal("20000.00"),
+    "northwind-events": Decimal("0.00"),
+    "brightline-ads": Decimal("0.00"),
 }
+# Two runs paying bills from the marketing account, each within what it holds, together
+# more: each one's page shows the other waiting on the account, and that together they
+# would overdraw it (``runs.siblings``).
+MARKETING_BILLS = [
+    ("Book the stand at the spring trade fair", "book-stand", "northwind-events", "12500.00"),
+    ("Pay the agency for the launch campaign", "pay-launch-ads", "brightline-ads", "9800.00"),
+]
 UNCHANGED_PASSWORD = (
     "password: unchanged since it was first printed (set OVERSIGHT_DEMO_PASSWORD to choose one)"
 )
@@ -281,3 +291,13 @@ class Command(BaseCommand):
             rollback="in_band",
         )
         expire_if_due(old, old.expires_at)
+
+        for goal, call_id, payee, amount in MARKETING_BILLS:
+            propose(
+                begin(goal),
+                call_id,
+                "ledger.transfer",
+                {"from": "marketing", "to": payee, "amount": amount},
+                risk="high",
+                rollback="compensating",
+            )
