@@ -5,7 +5,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from runs.actions.registry import check_name, check_proposal, gist_of, lane_of, target_of
+from runs.actions.registry import check_name, lane_of, parse
 from runs.actors import Actor
 from runs.canonical import json_hash
 from runs.clock import db_now
@@ -94,7 +94,8 @@ def submit_proposal(
         if len(text) > most:
             raise InvalidInput(f"{field}: at most {most} characters")
     check_name(action)
-    executor = check_proposal(action, arguments, rollback_kind)
+    parsed = parse(action, arguments)
+    executor = parsed.executor(rollback_kind)
     arguments_hash = json_hash(arguments)
 
     def describes(existing: Operation) -> bool:
@@ -118,8 +119,8 @@ def submit_proposal(
                 rollback_kind=rollback_kind,
                 executor=executor,
                 lane=lane_of(action, arguments, run.project_id),
-                gist=gist_of(action, arguments),
-                target=target_of(action, arguments),
+                gist=parsed.gist(),
+                target=parsed.target(),
                 base_version=base_version,
                 proposed_by_token=token,
                 summary=summary,
