@@ -156,8 +156,14 @@ class Soak:
                 self.woken.append(worker)
 
     def strike(self) -> None:
-        """Kill a running worker and start another, or pause one past its lease."""
-        awake = [i for i in range(len(self.workers)) if i not in self.paused]
+        """Kill a running worker and start another, or pause one past its lease. Never
+        one that stopped itself inside a lock: ``tend`` puts it aside, and killed first
+        it would count as neither."""
+        awake = [
+            i
+            for i in range(len(self.workers))
+            if i not in self.paused and not _stopped(self.workers[i].pid)
+        ]
         if not awake:
             return
         victim = self.chance.choice(awake)
