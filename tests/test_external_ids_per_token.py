@@ -23,9 +23,7 @@ from runs.services import requests as service
 from runs.services.runs import open_session, start_run
 from tests.api_helpers import PREFIX, Api, agent_proposal, problem
 from tests.conftest import AGENT, issued
-from tests.processes import manage_started, wait_until
 from tests.test_migration_isolation import migrate
-from tests.test_migration_online import connect, exists, is_valid, sees_before, waiting_to_build
 
 pytest_plugins = ["tests.api_helpers"]
 
@@ -240,7 +238,6 @@ NEW_INDEXES = [
     f"{kind}_external_id_{scope}" for kind in KINDS for scope in ("per_token", "tokenless")
 ]
 OLD_INDEXES = [f"{kind}_unique_external_id" for kind in KINDS]
-TABLES = [model._meta.db_table for model in MODELS.values()]
 
 
 def latest() -> None:
@@ -331,33 +328,3 @@ def test_every_index_the_migration_builds_or_drops_is_concurrent():
     assert all("CONCURRENTLY" in sql for sql in built + dropped), built + dropped
     keys = [sql for sql in said if "FOREIGN KEY" in sql]
     assert len(keys) == 1 and keys[0].endswith("NOT VALID"), keys
-
-
-@online
-@pytest.mark.django_db(transaction=True)
-def test_agents_go_on_writing_while_the_migration_waits_to_build():
-    migrate([BEFORE])
-    old_snapshot, writer, watching = connect(), connect(), connect()
-    migrating = None
-    try:
-        sees_before(old_snapshot, "runs_run")  # A concurrent build waits for it to end.
-        migrating = manage_started("migrate", *MIGRATION)
-        wait_until(lambda: waiting_to_build(watching), 60, "the migration's build", migrating)
-
-        writer.execute("SET lock_timeout = '2s'")
-        for table in TABLES:
-            writer.execute(f"LOCK TABLE {table} IN ROW EXCLUSIVE MODE")
-        writer.rollback()
-
-        old_snapshot.rollback()
-        _, err = migrating.communicate(timeout=120)
-        assert migrating.returncode == 0, err
-        assert all(is_valid(watching, index) for index in NEW_INDEXES)
-        assert not any(exists(watching, index) for index in OLD_INDEXES)
-    finally:
-        if migrating is not None and migrating.poll() is None:
-            migrating.kill()
-            migrating.communicate()
-        for database in (old_snapshot, writer, watching):
-            database.close()
-        latest()

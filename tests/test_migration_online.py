@@ -1,4 +1,4 @@
-"""Migrations 0016, 0017, 0018, 0023 and 0027 add indexes to the busiest tables. On
+"""Migrations 0016, 0017, 0018, 0023, 0027 and 0029 add indexes to the busiest tables. On
 PostgreSQL a plain ``CREATE INDEX`` waits for the transactions writing its table, and
 every write that comes after waits behind it until the index is built: agents' proposals
 would stop for as long as a large history takes to index. Built ``CONCURRENTLY``, writes
@@ -76,36 +76,44 @@ def exists(database: psycopg.Connection, index: str) -> bool:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
-    ("before", "migration", "table", "indexes", "dropped", "waited_for"),
+    ("before", "migration", "tables", "indexes", "dropped", "waited_for"),
     [
-        ("0015_delivery_status_constraint", "0016_checkpoint_text_trigrams", "runs_checkpoint",
+        ("0015_delivery_status_constraint", "0016_checkpoint_text_trigrams", ["runs_checkpoint"],
          ["checkpoint_reason_trgm", "checkpoint_comment_trgm"], [], writes_to),
-        ("0016_checkpoint_text_trigrams", "0017_operation_queue_index", "runs_operation",
+        ("0016_checkpoint_text_trigrams", "0017_operation_queue_index", ["runs_operation"],
          ["operation_queue_idx"], [], writes_to),
-        ("0017_operation_queue_index", "0018_worker_indexes", "runs_operation",
+        ("0017_operation_queue_index", "0018_worker_indexes", ["runs_operation"],
          ["operation_approval_due_idx", "operation_leased_idx"], ["operation_lease_idx"],
          writes_to),
-        ("0022_lanes", "0023_queue_version_indexes", "runs_operation",
+        ("0022_lanes", "0023_queue_version_indexes", ["runs_operation"],
          ["operation_queue_version_idx", "request_queue_version_idx"], [], writes_to),
-        ("0026_notified_requests", "0027_operation_target", "runs_operation",
+        ("0026_notified_requests", "0027_operation_target", ["runs_operation"],
          ["operation_target_idx"], [], sees_before),
+        # External ids per token: a column on runs, then unique indexes on four tables.
+        ("0028_token_issuer", "0029_external_id_per_token",
+         ["runs_run", "runs_session", "runs_operation", "runs_humanrequest"],
+         [f"{kind}_external_id_{scope}" for kind in ("session", "run", "operation", "request")
+          for scope in ("per_token", "tokenless")],
+         [f"{kind}_unique_external_id" for kind in ("session", "run", "operation", "request")],
+         sees_before),
     ],
 )  # fmt: skip
 def test_an_index_is_built_while_the_table_takes_writes(
-    before, migration, table, indexes, dropped, waited_for
+    before, migration, tables, indexes, dropped, waited_for
 ):
     migrate([("runs", before)])
     writing, other, watching = connect(), connect(), connect()
     migrating = None
     try:
-        waited_for(writing, table)  # A transaction the build must wait for.
+        waited_for(writing, tables[0])  # A transaction the build must wait for.
         migrating = manage_started("migrate", "runs", migration)
         reached = partial(waiting_to_build, watching)
         wait_until(reached, 60, "the migration reaching its index", migrating)
 
         # Another writer comes meanwhile: it must not queue behind the index.
         other.execute("SET lock_timeout = '2s'")
-        other.execute(f"LOCK TABLE {table} IN ROW EXCLUSIVE MODE")
+        for table in tables:
+            other.execute(f"LOCK TABLE {table} IN ROW EXCLUSIVE MODE")
         other.rollback()
 
         writing.rollback()
