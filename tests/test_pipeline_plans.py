@@ -35,6 +35,7 @@ SETTINGS = {
     "runs_project",
     "runs_membership",
     "runs_approvalpolicy",
+    "runs_webhookendpoint",
 }
 EXPLAINED = ("SELECT", "UPDATE", "DELETE", "INSERT", "WITH", "(")
 TRANSACTION_CONTROL = ("SAVEPOINT", "RELEASE", "ROLLBACK", "BEGIN", "COMMIT")

@@ -1,6 +1,7 @@
-"""Alert deliveries and reviewers' emails in a lane of their own: a thread of the
-worker, so that a mail server or a webhook that never answers holds that thread, never
-a claim (each delivery may wait up to its timeout, and ten may be due at once).
+"""Alert deliveries, projects' webhooks and reviewers' emails in a lane of their own: a
+thread of the worker, so that a mail server or a webhook that never answers holds that
+thread, never a claim (each delivery may wait up to its timeout, and ten may be due at
+once; a round's webhooks are sent together, ``runs.engine.webhooks``).
 
 Due deliveries are looked for every second (at once again after a batch); reviewers
 are emailed once a minute. A worker that runs no thread (a test's, ``runworker
@@ -16,6 +17,7 @@ from django.db import close_old_connections, connections
 from runs.clock import db_now
 from runs.engine.deliveries import deliver_due
 from runs.engine.notifications import notify_reviewers
+from runs.engine.webhooks import deliver_webhooks
 
 log = logging.getLogger(__name__)
 DUE_EVERY_SECONDS = 1.0
@@ -37,9 +39,9 @@ class NotificationLane:
         return self.thread.is_alive()
 
     def round(self, now) -> bool:
-        """Deliver what is due at ``now``, and email reviewers if their minute has come;
-        say whether anything was delivered."""
-        delivered = deliver_due(now) > 0
+        """Deliver what is due at ``now`` (alerts, then webhooks), and email reviewers if
+        their minute has come; say whether anything was delivered."""
+        delivered = deliver_due(now) + deliver_webhooks(now) > 0
         if time.monotonic() >= self.next_emails:
             self.next_emails = time.monotonic() + EMAIL_EVERY_SECONDS
             notify_reviewers()

@@ -11,6 +11,7 @@ from runs.models.replays import ApiReplay
 from runs.models.requests import HumanRequest
 from runs.models.runs import Message, Run, Session
 from runs.models.tokens import AgentToken
+from runs.models.webhooks import WebhookDelivery, WebhookEndpoint, WebhookEvent
 from runs.models.workers import WorkerHeartbeat
 
 __all__ = [
@@ -36,5 +37,8 @@ __all__ = [
     "Run",
     "SentEmail",
     "Session",
+    "WebhookDelivery",
+    "WebhookEndpoint",
+    "WebhookEvent",
     "WorkerHeartbeat",
 ]

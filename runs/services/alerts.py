@@ -16,6 +16,7 @@ from runs.clock import db_now
 from runs.errors import InvalidInput
 from runs.models import Alert, AlertDelivery, Operation, Role, Run
 from runs.permissions import require_project_perm
+from runs.services import webhooks
 from runs.services.runs import awaited
 from runs.transitions import (
     lock_run,
@@ -82,6 +83,7 @@ def raise_alert(*, operation: Operation, actor: Actor, summary: str, state_left:
             unblock=f"an admin resolves alert {alert.pk}",
             detail={"alert": alert.pk},
         )
+    webhooks.alert_raised(alert)
     return alert
 
 

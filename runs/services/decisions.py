@@ -22,6 +22,7 @@ from runs.errors import ArgumentsChanged, DecisionRefused, InvalidInput, Operati
 from runs.models import Decision, HumanRequest, Operation
 from runs.permissions import require_project_perm
 from runs.policies import requirement_after_edit, stricter
+from runs.services import webhooks
 from runs.services.previews import preview_of, seen_preview
 from runs.services.runs import require_open, settle_wait
 from runs.transitions import lock_run, transition_operation
@@ -94,6 +95,8 @@ def _record_decision(operation, reviewer, kind, arguments_hash, comment, argumen
         decision = _reject(run, operation, reviewer, kind, comment, actor, seen)
     else:
         decision = _approve(run, operation, reviewer, kind, comment, arguments, actor, seen, now)
+    if operation.status != Operation.Status.PROPOSED:  # Not one approval of two: decided.
+        webhooks.decided(operation, reviewer, comment)
     settle_wait(run, actor, locked=True)
     return decision
 

@@ -36,6 +36,7 @@ from runs.jsonsafe import check_json, max_depth
 from runs.models import AgentToken, ApprovalPolicy, HumanRequest, Run
 from runs.permissions import require_project_perm
 from runs.schema_work import Unmeasurable, measure, patterns
+from runs.services import webhooks
 from runs.services.decisions import DECISION_TIMEOUT, in_key_order, own_interest
 from runs.services.identity import named
 from runs.services.runs import (
@@ -153,6 +154,7 @@ def _create(run, asked, actor, token, external_id, expires_at) -> HumanRequest:
     record_request_created(request=request, actor=actor)
     activate(current, actor)
     wait_for(current, Run.Reason.NEEDS_INPUT, awaiting_answers(open_request_ids(current)), actor)
+    webhooks.request_waiting(request, current)
     return request
 
 
@@ -378,6 +380,7 @@ def _record_answer(request, reviewer, kind, version, data, comment, now) -> Huma
         changes=changes,
         detail={"answer": _answer(current.kind, kind, reviewer, now, comment, data)},
     )
+    webhooks.decided(current, reviewer, comment)
     settle_wait(run, actor)
     request.refresh_from_db()
     return request
