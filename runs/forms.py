@@ -17,7 +17,15 @@ from runs import jsonsafe
 from runs.actions.registry import check_proposal
 from runs.answer_fields import answer_fields
 from runs.errors import InvalidInput
-from runs.models import Decision, HumanRequest, Operation, Preferences, Project, Run
+from runs.models import (
+    Decision,
+    HumanRequest,
+    Operation,
+    Preferences,
+    Project,
+    Run,
+    WebhookEvent,
+)
 from runs.services.requests import TEXT_ANSWER_CHARS, allowed_kinds
 
 IRREVERSIBLE = (Operation.RollbackKind.NONE, Operation.RollbackKind.OUT_OF_BAND)
@@ -453,6 +461,25 @@ class TokenForm(forms.Form):
             ("", "A new user named after the token"),
             *((username, username) for username in members.values_list("username", flat=True)),
         ]
+
+
+class WebhookForm(forms.Form):
+    """A new endpoint; the model checks the URL and the events (``WebhookEndpoint.add``)."""
+
+    name = forms.CharField(max_length=100, help_text="Whose tool it is, e.g. “Teams bot”.")
+    url = forms.URLField(
+        max_length=2000,
+        label="URL",
+        assume_scheme="https",
+        help_text="Where each delivery is POSTed, signed; an internal address only where "
+        "OVERSIGHT_HTTP_ALLOWED_HOSTS names it.",
+    )
+    events = forms.MultipleChoiceField(
+        # Named as receivers read them in Oversight-Event, and as the docs name them.
+        choices=[(kind, kind) for kind in WebhookEvent.Kind.values],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="The events it is sent.",
+    )
 
 
 class PasswordChangeForm(auth_forms.PasswordChangeForm):

@@ -1,6 +1,17 @@
 from django.urls import path
 
-from runs.views import alerts, approvals, audit, home, numbers, operations, requests, runs, tokens
+from runs.views import (
+    alerts,
+    approvals,
+    audit,
+    home,
+    numbers,
+    operations,
+    requests,
+    runs,
+    tokens,
+    webhooks,
+)
 
 urlpatterns = [
     path("", home.home, name="home"),
@@ -34,4 +45,20 @@ urlpatterns = [
     path("projects/<slug:slug>/tokens/", tokens.token_list, name="tokens"),
     path("projects/<slug:slug>/numbers/", numbers.project_numbers, name="numbers"),
     path("projects/<slug:slug>/tokens/<int:pk>/revoke/", tokens.token_revoke, name="token-revoke"),
+    path("projects/<slug:slug>/webhooks/", webhooks.webhook_list, name="webhooks"),
+    path(
+        "projects/<slug:slug>/webhooks/<int:pk>/state/",
+        webhooks.webhook_state,
+        name="webhook-state",
+    ),
+    path(
+        "projects/<slug:slug>/webhooks/<int:pk>/secret/",
+        webhooks.webhook_secret,
+        name="webhook-secret",
+    ),
+    path(
+        "projects/<slug:slug>/webhooks/deliveries/<int:pk>/send-again/",
+        webhooks.webhook_send_again,
+        name="webhook-send-again",
+    ),
 ]

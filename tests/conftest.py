@@ -13,6 +13,7 @@ from runs.permissions import role_group
 from runs.services.proposals import propose_operation
 from runs.services.runs import open_session, start_run
 from tests.helpers import decide_on
+from tests.webhook_receivers import receiver, receivers  # noqa: F401 (fixtures)
 
 User = get_user_model()
 AGENT = Actor.agent("test-agent")
@@ -236,16 +237,16 @@ def approved(propose, reviewer, accounts, target):
 def at_boundary():
     """``at_boundary(boundary, do)`` calls ``do(operation)`` when the worker reaches
     ``boundary``: something changing the world behind the worker's back."""
-    receivers = []
+    handlers = []
 
     def connect(wanted: str, do) -> None:
-        def receiver(boundary: str, operation: Operation, **_kwargs) -> None:
+        def handler(boundary: str, operation: Operation, **_kwargs) -> None:
             if boundary == wanted:
                 do(operation)
 
-        boundary_reached.connect(receiver, weak=False)
-        receivers.append(receiver)
+        boundary_reached.connect(handler, weak=False)
+        handlers.append(handler)
 
     yield connect
-    for receiver in receivers:
-        boundary_reached.disconnect(receiver)
+    for handler in handlers:
+        boundary_reached.disconnect(handler)

@@ -34,7 +34,7 @@ def test_it_adds_the_endpoint_and_prints_its_secret_once(project):
 @pytest.mark.parametrize(
     ("options", "said"),
     [
-        ({"url": "ftp://bots.example.com/x", "events": "decided"}, r"url: an http\(s\) URL"),
+        ({"url": "ftp://bots.example.com/x", "events": "decided"}, r"must be an http\(s\) URL"),
         ({"url": "https://me:pw@bots.example.com/", "events": "decided"}, "no user or password"),
         ({"url": URL, "events": "decided,approved"}, "events: one or more of operation.waiting"),
         ({"url": URL, "events": " , "}, "events: one or more of"),

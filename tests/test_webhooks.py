@@ -5,8 +5,6 @@ attempt; a failed attempt is tried again later; a receiver that hangs is cut at 
 deadline and delays no other endpoint; an internal address is refused unless allowed.
 A receiver written from the docs verifies a delivery and refuses a tampered body."""
 
-import hashlib
-import hmac
 import json
 import re
 import threading
@@ -14,7 +12,6 @@ import time
 import urllib.error
 import urllib.request
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from io import StringIO
 
 import pytest
@@ -32,74 +29,11 @@ from runs.transitions import transition_operation
 from tests.conftest import AGENT
 from tests.documentation import page
 from tests.helpers import decide_on
+from tests.webhook_receivers import endpoint, signature_of
 
 ALL = list(WebhookEvent.Kind)
 Status = WebhookDelivery.Status
 DELIVERED, PENDING, FAILED = Status.DELIVERED, Status.PENDING, Status.FAILED
-
-
-class Receiver(BaseHTTPRequestHandler):
-    """Keeps each POST (headers, body, when it arrived) and answers it with
-    ``server.answer(n)`` (n counts from 1), which may take its time."""
-
-    def log_message(self, format, *args) -> None:
-        pass
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        with self.server.lock:
-            self.server.posts.append((dict(self.headers), body, time.monotonic()))
-            number = len(self.server.posts)
-        status = self.server.answer(number, self.headers, body)
-        self.send_response(status)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-
-def serve(handler=Receiver) -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.posts, server.lock = [], threading.Lock()
-    server.answer = lambda _number, _headers, _body: 200
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    server.url = f"http://127.0.0.1:{server.server_address[1]}/hooks/oversight"
-    return server
-
-
-@pytest.fixture
-def receivers(settings):
-    """``receivers(n)``: n receivers on loopback, allowed by OVERSIGHT_HTTP_ALLOWED_HOSTS."""
-    started = []
-
-    def start(count: int = 1) -> list[ThreadingHTTPServer]:
-        servers = [serve() for _ in range(count)]
-        started.extend(servers)
-        settings.OVERSIGHT_HTTP_ALLOWED_HOSTS = [
-            f"127.0.0.1:{server.server_address[1]}" for server in started
-        ]
-        return servers
-
-    yield start
-    for server in started:
-        server.shutdown()
-        server.server_close()
-
-
-@pytest.fixture
-def receiver(receivers) -> ThreadingHTTPServer:
-    return receivers(1)[0]
-
-
-def endpoint(project, url: str, events=ALL, name: str = "Teams bot") -> WebhookEndpoint:
-    """An endpoint, with its secret (shown once) on ``.shown``."""
-    made, secret = WebhookEndpoint.add(project=project, name=name, url=url, events=list(events))
-    made.shown = secret
-    return made
-
-
-def signature_of(secret: str, headers: dict, body: bytes) -> str:
-    signed = headers["Oversight-Timestamp"].encode() + b"." + body
-    return "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
 
 
 def kinds(hook: WebhookEndpoint) -> list[str]:

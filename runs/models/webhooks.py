@@ -65,7 +65,7 @@ class WebhookEndpoint(models.Model):
     def clean(self) -> None:
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValidationError({"url": "an http(s) URL"})
+            raise ValidationError({"url": "must be an http(s) URL"})
         if parts.username or parts.password:
             raise ValidationError(
                 {"url": "no user or password in the URL: deliveries are signed instead"}
@@ -90,6 +90,19 @@ class WebhookEndpoint(models.Model):
         caller): the old secret signs nothing more."""
         self.salt = secrets.token_hex(32)
         return self.secret
+
+    @property
+    def shown_url(self) -> str:
+        """Its URL as pages show it: scheme and host, as the rest of it may be a secret
+        of the receiver's (a path token, a query key)."""
+        parts = urlsplit(self.url)
+        return f"{parts.scheme}://{parts.netloc}/…"
+
+    def set_active(self, active: bool) -> None:
+        """Pause (``False``) or resume it. While paused, nothing is recorded for it, and
+        what it still has pending waits (``runs.engine.webhooks`` sends active ones)."""
+        self.active = active
+        self.save(update_fields=["active"])
 
     @property
     def secret(self) -> str:
@@ -153,3 +166,9 @@ class WebhookDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event} to {self.endpoint}: {self.status}"
+
+    def send_again(self) -> bool:
+        """A failed delivery is pending again, due now, with its eight attempts anew
+        (the receiver is back, or was fixed); ``False`` if it is not failed (any more)."""
+        again = WebhookDelivery.objects.filter(pk=self.pk, status=DeliveryStatus.FAILED)
+        return bool(again.update(status=DeliveryStatus.PENDING, attempts=0, next_attempt_at=Now()))

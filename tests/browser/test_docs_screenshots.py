@@ -11,6 +11,7 @@ import csv
 import json
 import os
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,8 @@ from playwright.sync_api import Locator, Page, expect
 
 from runs.actions.files import workspace_of
 from runs.actors import Actor
+from runs.clock import db_now
+from runs.engine.webhooks import MAX_ATTEMPTS, deliver_webhooks
 from runs.engine.worker import Worker
 from runs.models import AgentToken, Alert, HumanRequest, Operation, Project, Run
 from runs.services.proposals import propose_operation
@@ -380,6 +383,38 @@ def test_admin_issues_an_agent_token(page, demo):
     expect(page.get_by_role("row").filter(has_text="deploy-bot")).to_contain_text("Active")
     save(page, "tokens")
     assert AgentToken.authenticate(page.locator("#new-token").input_value()).name == "deploy-bot"
+
+
+def test_admin_adds_a_webhook_and_reads_its_deliveries(page, demo, receiver, settings):
+    """Admins' guide: a webhook added on its page (secret shown once), and the delivery
+    log: one delivered to a receiver, one failed to a receiver that is not there."""
+    settings.OVERSIGHT_HTTP_ALLOWED_HOSTS += ["127.0.0.1:9"]
+    as_demo_user(page, "admin")
+    nav(page, "Overview").click()
+    page.get_by_role("link", name="webhooks").click()
+    for name, url, events in (
+        ("Teams bot", receiver.url, ["operation.waiting", "decided"]),
+        ("Pager", "http://127.0.0.1:9/oversight", ["operation.waiting"]),
+    ):
+        page.get_by_label("Name").fill(name)
+        page.get_by_label("URL").fill(url)
+        for event in events:
+            page.get_by_label(event).check()
+        page.get_by_role("button", name="Add endpoint").click()
+        expect(page.get_by_role("heading", name=f"Copy the secret of {name} now")).to_be_visible()
+    note = {"path": "notes/retro.md", "content": "- Went well: billing\n", "expected_sha256": None}
+    kind = Operation.RollbackKind.IN_BAND
+    propose(demo, "Write up the retro", "retro-notes", "file.write", note, rollback_kind=kind)
+    for _attempt in range(MAX_ATTEMPTS):
+        deliver_webhooks(db_now() + timedelta(days=2))
+
+    page.goto(page.url)
+    log = page.get_by_role("region", name="Deliveries")
+    expect(log.get_by_role("row").filter(has_text="Teams bot")).to_contain_text("Delivered")
+    expect(log.get_by_role("row").filter(has_text="Pager")).to_contain_text("Failed")
+    expect(log.get_by_role("button", name="Send again")).to_be_visible()
+    save(page, "webhooks", full_page=True)
+    assert [posted["Oversight-Event"] for posted, _, _ in receiver.posts] == ["operation.waiting"]
 
 
 def raise_an_alert(project: Project, target) -> Alert:
