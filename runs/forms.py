@@ -26,9 +26,9 @@ from runs.models import (
     Run,
     WebhookEvent,
 )
+from runs.models.operations import IRREVERSIBLE
 from runs.services.requests import TEXT_ANSWER_CHARS, allowed_kinds
 
-IRREVERSIBLE = (Operation.RollbackKind.NONE, Operation.RollbackKind.OUT_OF_BAND)
 # The one box of a rejection, on an operation's page and on a request's: the agent
 # reads the reason (#34), and the database refuses a rejection without one.
 REASON_LABEL = "Reason (required): the agent reads it"
@@ -431,7 +431,12 @@ class PreferencesForm(forms.ModelForm):
 
     class Meta:
         model = Preferences
-        fields = ["time_zone", "notify_pending", "shortcuts"]
+        fields = ["time_zone", "notify_pending", "quiet_from", "quiet_until", "shortcuts"]
+        # As the browser's time picker sends it, and shows a value it is given.
+        widgets = {
+            name: forms.TimeInput(attrs={"type": "time"}, format="%H:%M")
+            for name in ("quiet_from", "quiet_until")
+        }
 
     def save(self, commit: bool = True) -> Preferences:
         """Writes the person's own fields only: the row also holds the claim on their

@@ -19,6 +19,10 @@ long transaction, and has no SQLite counterpart. The sets stay small: only what 
 waits is kept, the rest is dropped at the reviewer's next email, and "not listed yet"
 is one lookup in a unique index per waiting item.
 
+Nobody is emailed in their quiet hours (``Preferences.quiet_at``, on their own clock),
+and nothing is recorded then: what waited is unlisted still, so the first email after
+them lists it (or counts it), as after any batch window.
+
 A worker claims a reviewer's batch before sending it (``notify_claimed_until``, a
 conditional update that lasts longer than the mail timeout), so two workers never send
 the same email; the claim also requires that no email went out since the batch was
@@ -85,19 +89,21 @@ class Batch:
 
 def notify_reviewers(now: datetime | None = None) -> int:
     """Send the due batches; returns how many emails went out. A batch is due by
-    ``now``, the database's time unless a test moves it forward."""
+    ``now``, the database's time at the round's start unless a test moves it forward;
+    no one is emailed in their quiet hours at ``now``."""
     reviewers = (
         get_user_model()
         .objects.filter(is_active=True, memberships__role__permissions__codename="decide_operation")
         .exclude(email="")
         .distinct()
     )
+    now = now or db_now()  # Read once a round, not once a reviewer.
     return sum(_notify(user, now) for user in reviewers)
 
 
-def _notify(user, now: datetime | None) -> bool:
+def _notify(user, now: datetime) -> bool:
     preferences = Preferences.of(user)
-    if not preferences.notify_pending:
+    if not preferences.notify_pending or preferences.quiet_at(now):
         return False
     batch = _batch(user)
     if not batch:

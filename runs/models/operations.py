@@ -37,6 +37,11 @@ class RollbackKind(models.TextChoices):
     NONE = "none", "none"
 
 
+# What nothing Oversight does can undo: approving one takes the typed challenge on its
+# page (the operation's id, typed), never a press elsewhere (e.g. in Slack).
+IRREVERSIBLE = (RollbackKind.OUT_OF_BAND, RollbackKind.NONE)
+
+
 class Executor(models.TextChoices):
     """Who carries the operation out once approved."""
 

@@ -1,4 +1,5 @@
 import zoneinfo
+from datetime import datetime
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -12,8 +13,8 @@ def validate_time_zone(value: str) -> None:
 
 class Preferences(models.Model):
     """A person's settings: the time zone pages show times in, whether they get batched
-    emails about new operations and requests waiting for their decision, and whether
-    single keys act on the queue and operation pages."""
+    emails about new operations and requests waiting for their decision and their quiet
+    hours for them, and whether single keys act on the queue and operation pages."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oversight_preferences"
@@ -22,6 +23,22 @@ class Preferences(models.Model):
     notify_pending = models.BooleanField(
         default=True,
         help_text="Email me, batched, when operations or requests wait for my decision.",
+    )
+    # On the person's own clock (``time_zone``); both or neither (``clean``), the span
+    # crossing midnight where it ends earlier than it starts. Read by ``quiet_at``.
+    quiet_from = models.TimeField(
+        null=True,
+        blank=True,
+        verbose_name="quiet hours from",
+        help_text="No emails about waiting work from this time, in your time zone; what "
+        "waited is in your first email after. Alerts to admins still come at any hour.",
+    )
+    quiet_until = models.TimeField(
+        null=True,
+        blank=True,
+        verbose_name="quiet hours until",
+        help_text="The time they end, the next day if earlier (22:00 to 07:00). Leave both "
+        "empty for no quiet hours.",
     )
     # Single keys (WCAG 2.1.4 asks that they can be turned off): a, r, n, q, j.
     shortcuts = models.BooleanField(
@@ -39,13 +56,45 @@ class Preferences(models.Model):
 
     class Meta:
         verbose_name_plural = "preferences"
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(quiet_from__isnull=True, quiet_until__isnull=True)
+                | (
+                    models.Q(quiet_from__isnull=False, quiet_until__isnull=False)
+                    & ~models.Q(quiet_from=models.F("quiet_until"))
+                ),
+                name="preferences_quiet_hours_both_or_neither",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"preferences of {self.user}"
 
+    def clean(self) -> None:
+        """The constraint's rule, with the field to correct named."""
+        if (self.quiet_from is None) != (self.quiet_until is None):
+            missing = "quiet_from" if self.quiet_from is None else "quiet_until"
+            raise ValidationError({missing: "Give both times, or neither."})
+        if self.quiet_from is not None and self.quiet_from == self.quiet_until:
+            raise ValidationError(
+                {"quiet_until": "Quiet hours must start and end at different times."}
+            )
+
     @classmethod
     def of(cls, user) -> "Preferences":
         return cls.objects.get_or_create(user=user)[0]
+
+    def quiet_at(self, instant: datetime) -> bool:
+        """Whether ``instant`` (aware) falls in this person's quiet hours, read on their
+        own clock: from ``quiet_from`` up to, not including, ``quiet_until``. Every
+        channel that tells them about waiting work asks this before it does, and keeps
+        what it held back for its first message after (as the batched emails do)."""
+        if self.quiet_from is None or self.quiet_until is None:
+            return False
+        local = instant.astimezone(zoneinfo.ZoneInfo(self.time_zone)).time()
+        if self.quiet_from < self.quiet_until:
+            return self.quiet_from <= local < self.quiet_until
+        return local >= self.quiet_from or local < self.quiet_until  # Across midnight.
 
 
 class Notified(models.Model):
