@@ -123,7 +123,7 @@ def test_another_project_s_endpoints_and_deliveries_are_not_found(
     assert client.get(page_url(other_project)).status_code == 404
     state = client.post(f"{page_url(project)}{theirs.pk}/state/", {"active": "off"})
     assert state.status_code == 404
-    secret = client.post(f"{page_url(project)}{theirs.pk}/secret/")
+    secret = client.post(f"{page_url(project)}{theirs.pk}/secret/", {"name": theirs.name})
     assert secret.status_code == 404
     other = client.post(f"{page_url(other_project)}deliveries/{delivery.pk}/send-again/")
     assert other.status_code == 404
@@ -155,8 +155,11 @@ def test_a_new_secret_is_shown_once_and_signs_from_then_on(
     hook = endpoint(project, receiver.url, ["operation.waiting"])
     client.force_login(admin_user)
 
-    response = client.post(f"{page_url(project)}{hook.pk}/secret/")
+    renamed = client.post(f"{page_url(project)}{hook.pk}/secret/", {"name": "Old name"})
+    unchanged = WebhookEndpoint.objects.get().salt
+    response = client.post(f"{page_url(project)}{hook.pk}/secret/", {"name": "Teams bot"})
 
+    assert renamed.status_code == 302 and unchanged == hook.salt  # Refused: no change.
     secret = shown_secret(response)
     assert secret != hook.shown
     propose("call-1")

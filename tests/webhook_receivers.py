@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from runs.models import WebhookEndpoint, WebhookEvent
+from runs.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
 
 ALL = list(WebhookEvent.Kind)
 
@@ -76,3 +76,13 @@ def endpoint(project, url: str, events=ALL, name: str = "Teams bot") -> WebhookE
 def signature_of(secret: str, headers: dict, body: bytes) -> str:
     signed = headers["Oversight-Timestamp"].encode() + b"." + body
     return "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+
+
+def endpoint_with_delivery(project, status: str) -> tuple[WebhookEndpoint, WebhookDelivery]:
+    """An endpoint of ``project`` (https, not sent to by the tests that use it) and one
+    delivery of it, in ``status``."""
+    hook, _ = WebhookEndpoint.add(
+        project=project, name="bot", url="https://hooks.example.com/", events=["decided"]
+    )
+    event = WebhookEvent.objects.create(project=project, kind="decided", data={})
+    return hook, WebhookDelivery.objects.create(endpoint=hook, event=event, status=status)

@@ -53,23 +53,30 @@ def _page(request, project, form, endpoint=None, secret=None, status=200) -> Htt
 
 @require_POST
 def webhook_state(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    """Pause or resume an endpoint (``active``: "on" or "off")."""
+    """Pause or resume an endpoint (``active``: "off" or "on")."""
     project = load_project(request.user, slug, PERM)
     endpoint = get_object_or_404(WebhookEndpoint, pk=pk, project=project)
-    active = request.POST.get("active") == "on"
-    endpoint.set_active(active)
-    if active:
+    wanted = request.POST.get("active")
+    if wanted not in ("on", "off"):
+        messages.error(request, "Choose Pause or Resume.")
+    elif wanted == "on":
+        endpoint.set_active(True)
         messages.success(request, f"{endpoint.name} is sent its events again.")
     else:
+        endpoint.set_active(False)
         messages.success(request, f"{endpoint.name} is paused: nothing is recorded or sent for it.")
     return redirect("webhooks", slug=project.slug)
 
 
 @require_POST
 def webhook_secret(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    """A new secret, shown on this answer only: the old one signs nothing more."""
+    """A new secret, shown on this answer only: the old one signs nothing more. The
+    form names the endpoint it was shown for: another name (renamed since) is refused."""
     project = load_project(request.user, slug, PERM)
     endpoint = get_object_or_404(WebhookEndpoint, pk=pk, project=project)
+    if request.POST.get("name") != endpoint.name:
+        messages.error(request, "This endpoint changed since the page was shown: look again.")
+        return redirect("webhooks", slug=project.slug)
     secret = endpoint.new_secret()
     endpoint.save(update_fields=["salt"])
     return _page(request, project, WebhookForm(), endpoint, secret)
