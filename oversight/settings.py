@@ -342,6 +342,16 @@ OVERSIGHT_HEALTH_DELIVERY_BACKLOG = env_int("OVERSIGHT_HEALTH_DELIVERY_BACKLOG",
 OVERSIGHT_METRICS_TOKEN = env_str("OVERSIGHT_METRICS_TOKEN", "").strip()
 if OVERSIGHT_METRICS_TOKEN and len(OVERSIGHT_METRICS_TOKEN) < 32:
     raise ImproperlyConfigured("OVERSIGHT_METRICS_TOKEN must be at least 32 characters")
+# Slack (docs/operating/slack.md): the app's bot token (xoxb-…) posts and updates the
+# messages, its signing secret proves that a button press came from Slack. Both unset:
+# no Slack. Where Slack's Web API is (a test's fake on loopback sets it).
+OVERSIGHT_SLACK_BOT_TOKEN = env_str("OVERSIGHT_SLACK_BOT_TOKEN", "").strip()
+OVERSIGHT_SLACK_SIGNING_SECRET = env_str("OVERSIGHT_SLACK_SIGNING_SECRET", "").strip()
+OVERSIGHT_SLACK_API_URL = env_str("OVERSIGHT_SLACK_API_URL", "https://slack.com/api/")
+if bool(OVERSIGHT_SLACK_BOT_TOKEN) != bool(OVERSIGHT_SLACK_SIGNING_SECRET):
+    raise ImproperlyConfigured(
+        "OVERSIGHT_SLACK_BOT_TOKEN and OVERSIGHT_SLACK_SIGNING_SECRET are set together"
+    )
 # Reviewers get at most one email per this many minutes about new pending operations.
 OVERSIGHT_NOTIFY_BATCH_MINUTES = env_int("OVERSIGHT_NOTIFY_BATCH_MINUTES", 5, minimum=1)
 # Message payloads of finished runs older than this are redacted by the

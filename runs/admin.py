@@ -18,6 +18,7 @@ from runs.models import (
     Project,
     Run,
     Session,
+    SlackChannel,
 )
 
 
@@ -53,6 +54,15 @@ class MembershipInline(admin.TabularInline):
     autocomplete_fields = ["user"]
 
 
+class SlackChannelInline(admin.StackedInline):
+    """The Slack channel the project's waiting work is posted to (the app's token and
+    signing secret are settings, never here)."""
+
+    model = SlackChannel
+    extra = 0
+    max_num = 1
+
+
 class ApprovalPolicyInline(admin.TabularInline):
     model = ApprovalPolicy
     extra = 1
@@ -63,7 +73,7 @@ class ProjectAdmin(admin.ModelAdmin):
     list_display = ["name", "slug", "alerts_pause_agent", "created_at"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
-    inlines = [MembershipInline, ApprovalPolicyInline]
+    inlines = [MembershipInline, ApprovalPolicyInline, SlackChannelInline]
 
 
 @admin.register(Membership)

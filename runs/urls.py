@@ -9,6 +9,7 @@ from runs.views import (
     operations,
     requests,
     runs,
+    slack,
     tokens,
     webhooks,
 )
@@ -19,6 +20,9 @@ urlpatterns = [
     path("metrics", home.metrics, name="metrics"),
     path("account/", home.preferences, name="preferences"),
     path("account/tokens/<int:pk>/", tokens.token_acceptance, name="token-acceptance"),
+    path("account/slack/unlink/", slack.unlink_identity, name="slack-unlink"),
+    path("account/slack/<str:token>/", slack.link_identity, name="slack-link"),
+    path("slack/interactivity", slack.interactivity, name="slack-interactivity"),
     path("approvals/", approvals.queue, name="approvals"),
     path("operations/<int:pk>/", operations.detail, name="operation"),
     path("operations/<int:pk>/decide/", operations.decide_view, name="operation-decide"),

@@ -39,6 +39,9 @@ CALLERS = (ANONYMOUS, *PEOPLE, *TOKENS)
 # (in the admin). Anyone else finding A's marker in an answer is a leak.
 SEES_A = {A_REVIEWER, A_AUDITOR, A_ADMIN, TOKEN_A1, STAFF}
 
+# Pages another service calls, signed by it instead of a session and a CSRF token.
+SIGNED_CALLBACKS = {"slack/interactivity"}
+
 # --- expected answers ---------------------------------------------------------------------
 
 LOGIN = "302 to sign-in"
@@ -173,6 +176,32 @@ PAGES: dict[str, Page] = {
         post=in_a(403, 403, 302),
         params={"slug": "project", "pk": "revoked_token"},
     ),
+    # A project's webhooks: its admins only. A new endpoint without its fields is
+    # refused (400); the state without "on" or "off", a new secret for another name
+    # and sending again a delivery that did not fail are refused with a message.
+    "projects/<slug:slug>/webhooks/": Page(
+        MANAGE, post=in_a(403, 403, 400), params={"slug": "project"}
+    ),
+    "projects/<slug:slug>/webhooks/<int:pk>/state/": Page(
+        WRONG_METHOD, post=in_a(403, 403, 302), params={"slug": "project", "pk": "webhook"}
+    ),
+    "projects/<slug:slug>/webhooks/<int:pk>/secret/": Page(
+        WRONG_METHOD, post=in_a(403, 403, 302), params={"slug": "project", "pk": "webhook"}
+    ),
+    "projects/<slug:slug>/webhooks/deliveries/<int:pk>/send-again/": Page(
+        WRONG_METHOD,
+        post=in_a(403, 403, 302),
+        params={"slug": "project", "pk": "webhook_delivery"},
+    ),
+    # One's own Slack user: a link not signed by Oversight is refused to everyone signed
+    # in (400); unlinking, with nothing linked, changes nothing.
+    "account/slack/<str:token>/": Page(
+        page_rule(400), post=page_rule(400), params={"token": "slack_link"}
+    ),
+    "account/slack/unlink/": Page(WRONG_METHOD, post=page_rule(302)),
+    # Slack's callback: no session, no CSRF token, Slack's signature instead; without
+    # Slack set up (as here) there is none (404) for anyone.
+    "slack/interactivity": Page(page_rule(405, anonymous=405), post=page_rule(404, anonymous=404)),
     # Django's sign-in pages (empty forms: answered with their errors).
     "accounts/login/": Page(PUBLIC, post=PUBLIC),
     "accounts/logout/": Page(page_rule(405), post=page_rule(LOGIN)),

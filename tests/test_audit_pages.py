@@ -18,7 +18,16 @@ from runs.actors import Actor
 from runs.audit.diff import Change, DiffLine, state_diff, text_diff
 from runs.audit.search import SORTS, encode_cursor
 from runs.engine.worker import Worker
-from runs.models import AgentToken, Alert, Checkpoint, CheckpointArtifact, Decision, Run
+from runs.models import (
+    AgentToken,
+    Alert,
+    Checkpoint,
+    CheckpointArtifact,
+    Decision,
+    Run,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 from runs.payloads import MessageKind
 from runs.services.alerts import acknowledge_alert, resolve_alert
 from runs.services.artifacts import attach_artifact
@@ -28,6 +37,7 @@ from runs.services.runs import append_message, open_session, start_run
 from runs.services.tokens import issue_token
 from tests.conftest import AGENT
 from tests.helpers import decide_on, stored
+from tests.webhook_receivers import endpoint_with_delivery
 
 HTMX = {"HX-Request": "true"}
 TRANSFER = {"from": "A", "to": "B", "amount": "100.00"}
@@ -840,6 +850,10 @@ WRITES = [
     "alert-send-again",
     "tokens",
     "token-revoke",
+    "webhooks",
+    "webhook-state",
+    "webhook-secret",
+    "webhook-send-again",
 ]
 READS = [
     "home",
@@ -864,12 +878,15 @@ READS = [
     "metrics",
 ]
 # The signed-in person's own settings, and their answer to a token that would act for them.
-MINE = ["preferences", "token-acceptance"]
+MINE = ["preferences", "token-acceptance", "slack-link", "slack-unlink"]
+# Called by another service, not by people: Slack's, signed by Slack (and none without
+# Slack set up, as here).
+CALLBACKS = ["slack-interactivity"]
 
 
 def test_every_route_is_classified():
     names = {pattern.name for pattern in get_resolver("runs.urls").url_patterns}
-    assert sorted(names) == sorted(WRITES + READS + MINE)
+    assert sorted(names) == sorted(WRITES + READS + MINE + CALLBACKS)
 
 
 @pytest.fixture
@@ -884,6 +901,7 @@ def targets(story, approved, propose, session, project) -> dict[str, tuple[str, 
     pending = propose("pending", target=waiting)
     asked, _ = ask(run=waiting, prompt="Ship it?", actor=AGENT)
     token, _ = issue_token(project=project, name="planner", issued_by=session.owner)
+    hook, delivery = endpoint_with_delivery(project, WebhookDelivery.Status.FAILED)
     ref = versions(story, "report.txt")[0]
     kwargs = {
         "operation-decide": {"pk": pending.pk},
@@ -897,6 +915,10 @@ def targets(story, approved, propose, session, project) -> dict[str, tuple[str, 
         "tokens": {"slug": project.slug},
         "numbers": {"slug": project.slug},
         "token-revoke": {"slug": project.slug, "pk": token.pk},
+        "webhooks": {"slug": project.slug},
+        "webhook-state": {"slug": project.slug, "pk": hook.pk},
+        "webhook-secret": {"slug": project.slug, "pk": hook.pk},
+        "webhook-send-again": {"slug": project.slug, "pk": delivery.pk},
         "operation": {"pk": pending.pk},
         "operation-outcome": {"pk": pending.pk},
         "run": {"pk": story.pk},
@@ -914,10 +936,13 @@ def targets(story, approved, propose, session, project) -> dict[str, tuple[str, 
         "run-cancel": {"reason": "Stop it"},
         "alert-resolve": {"note": "Fixed by hand"},
         "tokens": {"name": "another"},
+        "webhooks": {"name": "another", "url": "https://hooks.example.com/", "events": "decided"},
+        "webhook-state": {"active": "off"},
+        "webhook-secret": {"name": hook.name},
     }
     return {
         name: (reverse(name, kwargs=kwargs.get(name, {})), data.get(name, {}))
-        for name in WRITES + READS
+        for name in WRITES + READS + CALLBACKS
     }
 
 
@@ -926,13 +951,20 @@ def unchanged() -> tuple:
         stored(),
         list(Alert.objects.values_list("status", "acknowledged_by", "resolved_by")),
         list(AgentToken.objects.values_list("name", "revoked_at")),
+        list(WebhookEndpoint.objects.values_list("name", "salt", "active")),
+        list(WebhookDelivery.objects.values_list("status", "attempts")),
     )
 
 
 @pytest.mark.parametrize(
     ("name", "status"),
-    # Writes are forbidden to auditors (403); read-only pages take no POST at all (405).
-    [*((name, 403) for name in WRITES), *((name, 405) for name in READS)],
+    # Writes are forbidden to auditors (403); read-only pages take no POST at all (405);
+    # Slack's callback is not there without Slack (404).
+    [
+        *((name, 403) for name in WRITES),
+        *((name, 405) for name in READS),
+        *((name, 404) for name in CALLBACKS),
+    ],
 )
 def test_auditor_posts_change_nothing(as_auditor, targets, name, status):
     url, data = targets[name]

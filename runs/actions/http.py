@@ -186,13 +186,13 @@ def send(call: Call, key: str, headers: dict[str, str]) -> Answer:
     data = None if call.body is None else json.dumps(call.body).encode()
     headers = {"Idempotency-Key": key, "Content-Type": "application/json", **headers}
     try:
-        return _open(call.method, call.url, data, headers)
+        return exchange(call.method, call.url, data, headers)
     except Unsent as unsent:
         raise NotApplied(str(unsent)) from None
 
 
 def fetch(url: str) -> Answer:
-    return _open("GET", url)
+    return exchange("GET", url)
 
 
 def resolve(url: str) -> list[tuple]:
@@ -308,9 +308,12 @@ def _port(parts: SplitResult) -> int:
     return parts.port or DEFAULT_PORTS[parts.scheme]
 
 
-def _open(method: str, url: str, data: bytes | None = None, headers: dict | None = None) -> Answer:
+def exchange(
+    method: str, url: str, data: bytes | None = None, headers: dict | None = None
+) -> Answer:
     """One request, one answer, within the budget: a redirect is returned, never
-    followed."""
+    followed. Also for Oversight's own calls out (webhooks, Slack), which keep the
+    same rules as an agent's."""
     parts, found = urlsplit(url), resolve(url)
     budget = target_budget()
     seconds, cap = budget.seconds, budget.max_bytes

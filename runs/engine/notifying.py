@@ -1,7 +1,8 @@
-"""Alert deliveries, projects' webhooks and reviewers' emails in a lane of their own: a
-thread of the worker, so that a mail server or a webhook that never answers holds that
-thread, never a claim (each delivery may wait up to its timeout, and ten may be due at
-once; a round's webhooks are sent together, ``runs.engine.webhooks``).
+"""Alert deliveries, projects' webhooks and Slack messages, and reviewers' emails in a
+lane of their own: a thread of the worker, so that a mail server or a webhook that never
+answers holds that thread, never a claim (each delivery may wait up to its timeout, and
+ten may be due at once; a round's webhooks are sent together, ``runs.engine.webhooks``,
+and so are its Slack messages, ``runs.engine.slack``).
 
 Due deliveries are looked for every second (at once again after a batch); reviewers
 are emailed once a minute. A worker that runs no thread (a test's, ``runworker
@@ -17,6 +18,7 @@ from django.db import close_old_connections, connections
 from runs.clock import db_now
 from runs.engine.deliveries import deliver_due
 from runs.engine.notifications import notify_reviewers
+from runs.engine.slack import deliver_slack
 from runs.engine.webhooks import deliver_webhooks
 
 log = logging.getLogger(__name__)
@@ -39,9 +41,9 @@ class NotificationLane:
         return self.thread.is_alive()
 
     def round(self, now) -> bool:
-        """Deliver what is due at ``now`` (alerts, then webhooks), and email reviewers if
-        their minute has come; say whether anything was delivered."""
-        delivered = deliver_due(now) + deliver_webhooks(now) > 0
+        """Deliver what is due at ``now`` (alerts, webhooks, Slack messages), and email
+        reviewers if their minute has come; say whether anything was delivered."""
+        delivered = deliver_due(now) + deliver_webhooks(now) + deliver_slack(now) > 0
         if time.monotonic() >= self.next_emails:
             self.next_emails = time.monotonic() + EMAIL_EVERY_SECONDS
             notify_reviewers()

@@ -83,6 +83,11 @@ def deliver_webhooks(now: datetime | None = None) -> int:
     return len(claimed)
 
 
+def retry_wait(attempts: int) -> timedelta:
+    """How long to wait after the ``attempts``-th failed attempt."""
+    return min(FIRST_WAIT * GROWTH ** (attempts - 1), LONGEST_WAIT)
+
+
 def _due(now: datetime) -> list[WebhookDelivery]:
     """The first due delivery of each active endpoint (the one due longest), for the
     ``BATCH`` endpoints whose first has been due longest. Read from the endpoints (a
@@ -151,7 +156,7 @@ def _signed(delivery: WebhookDelivery) -> tuple[bytes, dict[str, str]]:
 
 def _post(url: str, body: bytes, headers: dict[str, str]) -> http.Answer:
     """In a thread of the round: no database here."""
-    return http._open("POST", url, body, headers)
+    return http.exchange("POST", url, body, headers)
 
 
 def _outcome(delivery: WebhookDelivery, sent: Future) -> None:
@@ -179,7 +184,7 @@ def _failed(delivery: WebhookDelivery, error: Exception, status: int | None = No
     said = str(error) if isinstance(error, Refused) else plain_reason(error)
     reason = cut(said.replace(url, "the endpoint"), strings(url))
     gave_up = delivery.attempts >= MAX_ATTEMPTS
-    wait = min(FIRST_WAIT * GROWTH ** (delivery.attempts - 1), LONGEST_WAIT)
+    wait = retry_wait(delivery.attempts)
     data = delivery.event.data
     operation = data["id"] if data["item"] == "operation" else data.get("operation")
     with about(run_id=data["run"], operation_id=operation, arguments=url):

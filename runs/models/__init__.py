@@ -10,6 +10,7 @@ from runs.models.projects import ApprovalPolicy, Membership, Project, Role
 from runs.models.replays import ApiReplay
 from runs.models.requests import HumanRequest
 from runs.models.runs import Message, Run, Session
+from runs.models.slack import SlackChannel, SlackIdentity, SlackMessage
 from runs.models.tokens import AgentToken
 from runs.models.webhooks import WebhookDelivery, WebhookEndpoint, WebhookEvent
 from runs.models.workers import WorkerHeartbeat
@@ -37,6 +38,9 @@ __all__ = [
     "Run",
     "SentEmail",
     "Session",
+    "SlackChannel",
+    "SlackIdentity",
+    "SlackMessage",
     "WebhookDelivery",
     "WebhookEndpoint",
     "WebhookEvent",

@@ -22,7 +22,7 @@ from runs.errors import ArgumentsChanged, DecisionRefused, InvalidInput, Operati
 from runs.models import Decision, HumanRequest, Operation
 from runs.permissions import require_project_perm
 from runs.policies import requirement_after_edit, stricter
-from runs.services import webhooks
+from runs.services import slack, webhooks
 from runs.services.previews import preview_of, seen_preview
 from runs.services.runs import require_open, settle_wait
 from runs.transitions import lock_run, transition_operation
@@ -40,6 +40,7 @@ def decide(
     comment: str = "",
     arguments: dict | None = None,
     preview_hash: str | None = None,
+    via: str = "",
     now: datetime | None = None,
 ) -> Decision:
     """Record ``reviewer``'s decision of ``kind`` on the arguments they saw.
@@ -48,7 +49,8 @@ def decide(
     and optional otherwise; ``arguments`` are the edited arguments for an edit;
     ``preview_hash`` is the hash of the effect's preview they were shown ("" for none;
     None when deciding without a page, e.g. a script): for an edit, the preview of the
-    edited arguments.
+    edited arguments. ``via`` names where the decision was made when it was not the
+    page (e.g. "slack"), for its checkpoint.
     """
     if kind not in Decision.Kind.values:
         raise InvalidInput(f"kind: one of {', '.join(Decision.Kind.values)}")
@@ -68,12 +70,14 @@ def decide(
     previewed = arguments if kind == Decision.Kind.EDIT else None
     shown = None if preview_hash is None else (preview_of(operation, previewed), preview_hash)
     return _record_decision(
-        operation, reviewer, kind, arguments_hash, comment, arguments, shown, now
+        operation, reviewer, kind, arguments_hash, comment, arguments, shown, via, now
     )
 
 
 @transaction.atomic
-def _record_decision(operation, reviewer, kind, arguments_hash, comment, arguments, shown, now):
+def _record_decision(
+    operation, reviewer, kind, arguments_hash, comment, arguments, shown, via, now
+):
     run = lock_run(operation.run_id)
     operation = Operation.objects.select_related("project").get(pk=operation.pk)
     operation.run = run  # Every transition below goes through the locked run.
@@ -92,11 +96,14 @@ def _record_decision(operation, reviewer, kind, arguments_hash, comment, argumen
     seen = seen_preview(operation, *shown) if shown else None
     actor = Actor.of_user(reviewer)
     if kind in (Decision.Kind.REJECT, Decision.Kind.REPLY):
-        decision = _reject(run, operation, reviewer, kind, comment, actor, seen)
+        decision = _reject(run, operation, reviewer, kind, comment, actor, seen, via)
     else:
-        decision = _approve(run, operation, reviewer, kind, comment, arguments, actor, seen, now)
+        decision = _approve(
+            run, operation, reviewer, kind, comment, arguments, actor, seen, via, now
+        )
     if operation.status != Operation.Status.PROPOSED:  # Not one approval of two: decided.
         webhooks.decided(operation, reviewer, comment)
+        slack.decided(operation, reviewer, comment)
     settle_wait(run, actor, locked=True)
     return decision
 
@@ -121,7 +128,7 @@ def own_interest(item: Operation | HumanRequest, reviewer) -> str | None:
     return None
 
 
-def _reject(run, operation, reviewer, kind, comment, actor, seen) -> Decision:
+def _reject(run, operation, reviewer, kind, comment, actor, seen, via) -> Decision:
     decision = Decision.objects.create(
         operation=operation,
         reviewer=reviewer,
@@ -139,14 +146,14 @@ def _reject(run, operation, reviewer, kind, comment, actor, seen) -> Decision:
         actor=actor,
         reason=comment,
         changes={"status_reason": comment, "result": observation},
-        detail={"decision": _describe(decision), "observation": observation},
+        detail={"decision": _describe(decision, via), "observation": observation},
         artifacts=[seen] if seen else [],
         run=run,
     )
     return decision
 
 
-def _approve(run, operation, reviewer, kind, comment, arguments, actor, seen, now) -> Decision:
+def _approve(run, operation, reviewer, kind, comment, arguments, actor, seen, via, now) -> Decision:
     """``run`` is the operation's run, locked by the caller, whose transaction the
     transition joins."""
     changes = {}
@@ -192,7 +199,7 @@ def _approve(run, operation, reviewer, kind, comment, arguments, actor, seen, no
         edited_arguments=arguments,
         comment=comment,
     )
-    detail = {"decision": _describe(decision)}
+    detail = {"decision": _describe(decision, via)}
     if raised:
         # What was raised, not the rule's text: agents read checkpoints, and the rule
         # names its threshold (the operation keeps it for the page).
@@ -227,7 +234,9 @@ def _approve(run, operation, reviewer, kind, comment, arguments, actor, seen, no
     return decision
 
 
-def _describe(decision: Decision) -> dict:
+def _describe(decision: Decision, via: str) -> dict:
+    """The decision as its checkpoint keeps it; ``via`` where it was made, if not the
+    page (e.g. "slack")."""
     return {
         "id": decision.pk,
         "kind": decision.kind,
@@ -237,6 +246,7 @@ def _describe(decision: Decision) -> dict:
         "arguments_hash": decision.arguments_hash,
         "preview_sha256": decision.preview_sha256,
         "comment": decision.comment,
+        **({"via": via} if via else {}),
     }
 
 

@@ -19,7 +19,7 @@ from runs.errors import (
 )
 from runs.models import AgentToken, Decision, Operation, Run
 from runs.policies import Requirement, requirement_for
-from runs.services import webhooks
+from runs.services import slack, webhooks
 from runs.services.decisions import expire_if_due
 from runs.services.identity import named
 from runs.services.runs import (
@@ -185,6 +185,7 @@ def _propose(
         )
     if operation.status == Operation.Status.PROPOSED:  # Not approved by policy: it waits.
         webhooks.operation_waiting(operation, current)
+        slack.waiting(operation, current)
     return operation, True
 
 

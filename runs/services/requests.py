@@ -36,7 +36,7 @@ from runs.jsonsafe import check_json, max_depth
 from runs.models import AgentToken, ApprovalPolicy, HumanRequest, Run
 from runs.permissions import require_project_perm
 from runs.schema_work import Unmeasurable, measure, patterns
-from runs.services import webhooks
+from runs.services import slack, webhooks
 from runs.services.decisions import DECISION_TIMEOUT, in_key_order, own_interest
 from runs.services.identity import named
 from runs.services.runs import (
@@ -155,6 +155,7 @@ def _create(run, asked, actor, token, external_id, expires_at) -> HumanRequest:
     activate(current, actor)
     wait_for(current, Run.Reason.NEEDS_INPUT, awaiting_answers(open_request_ids(current)), actor)
     webhooks.request_waiting(request, current)
+    slack.waiting(request, current)
     return request
 
 
@@ -278,12 +279,14 @@ def answer(
     version: int,
     data: Any = None,
     comment: str = "",
+    via: str = "",
     now: datetime | None = None,
 ) -> HumanRequest:
     """Record ``reviewer``'s answer of ``kind`` to ``request`` as they saw it at
     ``version``. ``data``: the answer (for ``answer``: the text of a question, the data
     of a data request) or the choice (for ``choose``); ``comment``: optional, except the
-    reason a rejection needs."""
+    reason a rejection needs; ``via``: where it was given, if not the page (e.g.
+    "slack"), for its checkpoint."""
     if kind not in allowed_kinds(request):
         allowed = " or ".join(allowed_kinds(request))
         raise InvalidInput(f"kind: this request is answered by {allowed}, not {kind}")
@@ -296,7 +299,7 @@ def answer(
     now = now or db_now()
     if expire_if_due(request, now):
         raise OperationExpired(f"request {request.pk} expired before this answer")
-    return _record_answer(request, reviewer, kind, version, stored, comment, now)
+    return _record_answer(request, reviewer, kind, version, stored, comment, via, now)
 
 
 def _checked_data(request: HumanRequest, kind: str, data: Any) -> Any:
@@ -349,7 +352,7 @@ def _values(data: Any) -> int:
 
 
 @transaction.atomic
-def _record_answer(request, reviewer, kind, version, data, comment, now) -> HumanRequest:
+def _record_answer(request, reviewer, kind, version, data, comment, via, now) -> HumanRequest:
     run = lock_run(request.run_id)
     current = HumanRequest.objects.select_related("run__session", "asked_by_token").get(
         pk=request.pk
@@ -378,9 +381,15 @@ def _record_answer(request, reviewer, kind, version, data, comment, now) -> Huma
         actor=actor,
         reason=comment or Kind(kind).label,
         changes=changes,
-        detail={"answer": _answer(current.kind, kind, reviewer, now, comment, data)},
+        detail={
+            "answer": {
+                **_answer(current.kind, kind, reviewer, now, comment, data),
+                **({"via": via} if via else {}),
+            }
+        },
     )
     webhooks.decided(current, reviewer, comment)
+    slack.decided(current, reviewer, comment)
     settle_wait(run, actor)
     request.refresh_from_db()
     return request

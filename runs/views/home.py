@@ -26,7 +26,7 @@ from runs.forms import PasswordChangeForm, PreferencesForm
 from runs.health import health
 from runs.metrics import exposition
 from runs.middleware import remember
-from runs.models import Preferences, Run
+from runs.models import Preferences, Run, SlackIdentity
 from runs.permissions import projects_with_perm
 from runs.views.access import member_projects
 from runs.views.tokens import tokens_to_accept
@@ -98,7 +98,12 @@ def preferences(request: HttpRequest) -> HttpResponse:
         messages.success(request, "Preferences saved.")
         return redirect("preferences")
     status = 400 if request.method == "POST" else 200
-    context = {"form": form, "tokens_to_accept": tokens_to_accept(request.user)}
+    context = {
+        "form": form,
+        "tokens_to_accept": tokens_to_accept(request.user),
+        "slack_identity": SlackIdentity.objects.filter(user=request.user).first(),
+        "slack_on": bool(settings.OVERSIGHT_SLACK_BOT_TOKEN),
+    }
     return render(request, "runs/preferences.html", context, status=status)
 
 

@@ -1,0 +1,162 @@
+"""Posting and updating projects' Slack messages (``runs.models.slack``), in the
+notification lane (``notifying``), outside any transaction.
+
+A round takes up to ``BATCH`` due messages (to post, or to update once decided),
+claims each as webhook deliveries are claimed (``runs.engine.webhooks``: a conditional
+update on the claim's version, ``attempts``, lasting past the deadline), and then makes
+and sends each in a thread of its own: making an operation's message reads its preview
+from the live target (``PREVIEW_BUDGET``) and sending it waits on Slack
+(``OVERSIGHT_HTTP_DEADLINE``), so a slow target or a slow Slack holds that message's
+thread, never the lane. Those threads read the database (the item, its run, a ledger's
+balances) and close their connection when done; only the lane's thread writes.
+
+Each call goes through ``http.request``'s guarded client (Slack's Web API is a public
+host; a fake on loopback must be allowed). Slack answers 200 with ``"ok": false`` and
+an error name for a refusal (``channel_not_found``, ``not_in_channel``, ``invalid_auth``),
+and 429 when it limits the rate: each is a failed attempt, tried again as a webhook
+delivery is (1, 5, 25, 125 minutes, then every 8 hours; the first wait is longer than
+the seconds of Slack's ``Retry-After``), the eighth the last. A message whose item was
+decided before it was posted is not posted at all.
+"""
+
+import json
+import logging
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connections
+from django.db.models import Case, Value, When
+from django.db.models.functions import Now
+
+from runs.actions import http
+from runs.actions.base import foreseen, plain_reason
+from runs.clock import db_now
+from runs.engine import slack_blocks
+from runs.engine.deliveries import CLAIM_MARGIN, Refused
+from runs.engine.webhooks import MAX_ATTEMPTS, retry_wait
+from runs.logs import about
+from runs.models import SlackMessage
+
+log = logging.getLogger(__name__)
+BATCH = 5
+State = SlackMessage.State
+DUE = (State.TO_POST, State.TO_UPDATE)
+
+
+def deliver_slack(now: datetime | None = None) -> int:
+    """Post or update the due messages once (see above); returns how many were tried."""
+    if not settings.OVERSIGHT_SLACK_BOT_TOKEN:
+        return 0
+    due = _due(now or db_now())
+    posts_decided = [m for m in due if m.state == State.TO_POST and m.outcome]
+    for message in posts_decided:  # Decided before it was posted: nothing to show.
+        _as_read(message).update(state=State.DONE, next_attempt_at=None)
+    due = [m for m in due if m not in posts_decided]
+    if not due:
+        return 0
+    until = db_now() + timedelta(seconds=2 * settings.OVERSIGHT_HTTP_DEADLINE) + CLAIM_MARGIN
+    claimed = [message for message in due if _claim(message, until)]
+    if not claimed:
+        return 0
+    with ThreadPoolExecutor(len(claimed), thread_name_prefix="slack") as pool:
+        sending = {pool.submit(_send, message): message for message in claimed}
+        for sent in as_completed(sending):
+            _outcome(sending[sent], sent)
+    return len(claimed)
+
+
+def _due(now: datetime) -> list[SlackMessage]:
+    found = SlackMessage.objects.filter(state__in=DUE, next_attempt_at__lte=now)
+    related = ("operation__run__session", "request__run__session")
+    return list(found.select_related(*related).order_by("next_attempt_at", "pk")[:BATCH])
+
+
+def _as_read(message: SlackMessage):
+    """The message, as long as it is as ``message`` last saw it (see
+    ``runs.engine.webhooks._as_read``: ``attempts`` is the claim's version)."""
+    return SlackMessage.objects.filter(
+        pk=message.pk, state=message.state, attempts=message.attempts
+    )
+
+
+def _claim(message: SlackMessage, until: datetime) -> bool:
+    claimed = _as_read(message).update(attempts=message.attempts + 1, next_attempt_at=until)
+    message.attempts += 1
+    return claimed == 1
+
+
+def _send(message: SlackMessage) -> str:
+    """In a thread of the round: make the message and post it (or update it); returns
+    its ``ts``."""
+    try:
+        if message.state == State.TO_POST:
+            said = slack_blocks.waiting(message)
+            return call("chat.postMessage", {"channel": message.channel, **said})["ts"]
+        said = slack_blocks.ended(message)
+        call("chat.update", {"channel": message.channel, "ts": message.ts, **said})
+        return message.ts
+    finally:
+        connections.close_all()  # This thread's only.
+
+
+def call(method: str, arguments: dict) -> dict:
+    """One call of Slack's Web API with the bot token; its answer, or ``Refused``."""
+    answer = http.exchange(
+        "POST",
+        settings.OVERSIGHT_SLACK_API_URL.rstrip("/") + f"/{method}",
+        json.dumps(arguments).encode(),
+        {
+            "Content-Type": "application/json; charset=utf-8",
+            "Authorization": f"Bearer {settings.OVERSIGHT_SLACK_BOT_TOKEN}",
+        },
+    )
+    if answer.status != 200:
+        raise Refused(f"{method}: Slack answered {answer}")
+    said = json.loads(answer.raw)
+    if not said.get("ok"):
+        raise Refused(f"{method}: Slack refused it: {said.get('error', 'no reason given')}")
+    return said
+
+
+def _outcome(message: SlackMessage, sent: Future) -> None:
+    try:
+        ts = sent.result()
+    except Exception as error:
+        _failed(message, error)
+        return
+    claimed = SlackMessage.objects.filter(pk=message.pk, attempts=message.attempts)
+    if message.state == State.TO_UPDATE:
+        claimed.filter(state=State.TO_UPDATE).update(state=State.DONE, next_attempt_at=None)
+        return
+    # Posted. Decided meanwhile (``runs.services.slack.decided`` found it still to post
+    # and left it so, with its outcome): update it at once.
+    decided = When(outcome__gt="", then=Value(State.TO_UPDATE))
+    claimed.filter(state=State.TO_POST).update(
+        ts=ts,
+        state=Case(decided, default=Value(State.POSTED)),
+        attempts=0,
+        next_attempt_at=Case(When(outcome__gt="", then=Now()), default=None),
+        last_error="",
+    )
+
+
+def _failed(message: SlackMessage, error: Exception) -> None:
+    said = str(error) if isinstance(error, Refused) else plain_reason(error)
+    gave_up = message.attempts >= MAX_ATTEMPTS
+    wait = retry_wait(message.attempts)
+    item = message.operation or message.request
+    with about(run_id=item.run_id, operation_id=message.operation_id):
+        log.warning(
+            "Slack: %s, attempt %d failed: %s; %s",
+            message,
+            message.attempts,
+            said,
+            "given up" if gave_up else f"next try in {round(wait.total_seconds())} s",
+            exc_info=None if isinstance(error, Refused) or foreseen(error) else error,
+        )
+    _as_read(message).update(
+        state=State.FAILED if gave_up else message.state,
+        next_attempt_at=None if gave_up else db_now() + wait,
+        last_error=f"attempt {message.attempts}: {said}",
+    )

@@ -1,0 +1,113 @@
+"""Slack, as a real app (#36): a project's channel, the people whose Slack identity is
+linked to their account, and one message per operation or request waiting there.
+
+The bot token and the signing secret are settings (``OVERSIGHT_SLACK_BOT_TOKEN``,
+``OVERSIGHT_SLACK_SIGNING_SECRET``): the database holds neither. What is stored is
+which channel a project posts to, whose Slack user is whom, and, per message, the
+``ts`` Slack gave it (the message's id, to update it once the item is decided).
+"""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Now
+
+from runs.models.choices import choices_constraint
+from runs.models.operations import Operation
+from runs.models.projects import Project
+from runs.models.requests import HumanRequest
+
+
+class SlackChannel(models.Model):
+    """The Slack channel a project's waiting operations and requests are posted to."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="slack")
+    channel = models.CharField(
+        max_length=32, help_text="The channel's id, e.g. C0123456789 (the bot must be in it)."
+    )
+
+    def __str__(self) -> str:
+        return f"{self.project} in Slack {self.channel}"
+
+
+class SlackIdentity(models.Model):
+    """A person's Slack user, linked by them (a one-time link Slack gives them, opened
+    while signed in): their presses in Slack act as them, by the same rules as the page."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="slack_identity"
+    )
+    team = models.CharField(max_length=32)
+    slack_user = models.CharField(max_length=32)
+    linked_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        verbose_name_plural = "Slack identities"
+        constraints = [
+            models.UniqueConstraint(fields=["team", "slack_user"], name="slack_identity_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} is {self.slack_user} in Slack {self.team}"
+
+
+class SlackMessageState(models.TextChoices):
+    TO_POST = "to_post"  # Waits to be posted.
+    POSTED = "posted"  # In the channel, with its buttons, while the item waits.
+    TO_UPDATE = "to_update"  # The item was decided: the message is to say so.
+    DONE = "done"  # Says how it ended; nothing more to do.
+    FAILED = "failed"  # Slack refused it every time; the log says why.
+
+
+class SlackMessage(models.Model):
+    """An operation or a request waiting in a project with a Slack channel, as its
+    message there. Recorded in the transaction of the proposal (or the question), and
+    marked for update in the transaction of the decision; the notification lane posts
+    and updates it (``runs.engine.slack``)."""
+
+    State = SlackMessageState
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    operation = models.OneToOneField(
+        Operation, null=True, blank=True, on_delete=models.CASCADE, related_name="slack_message"
+    )
+    request = models.OneToOneField(
+        HumanRequest,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="slack_message",
+    )
+    channel = models.CharField(max_length=32)
+    ts = models.CharField(max_length=32, blank=True, default="")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.TO_POST)
+    # What the message ends saying once decided, e.g. "Approved by ana".
+    outcome = models.CharField(max_length=300, blank=True, default="")
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True, db_default=Now())
+    last_error = models.TextField(blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(operation__isnull=True) ^ Q(request__isnull=True),
+                name="slack_message_one_item",
+            ),
+            choices_constraint("state", SlackMessageState, "slack_message_state_valid"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_attempt_at"],
+                condition=Q(state__in=["to_post", "to_update"]),
+                name="slack_message_due_idx",
+            )
+        ]
+
+    def __str__(self) -> str:
+        if self.operation_id:
+            return f"Slack message of operation {self.operation_id}: {self.state}"
+        return f"Slack message of request {self.request_id}: {self.state}"
+
+    @property
+    def item(self) -> Operation | HumanRequest:
+        return self.operation or self.request
