@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 
 from runs.actions.files import workspace_of
 from runs.clock import db_now
-from runs.engine.slack import deliver_slack
+from runs.engine.slack import close_ended, deliver_slack
 from runs.models import (
     Checkpoint,
     Decision,
@@ -25,6 +25,7 @@ from runs.models import (
     SlackIdentity,
     SlackMessage,
 )
+from runs.services.decisions import expire_due_operations
 from runs.services.requests import ask
 from tests.conftest import AGENT
 from tests.fake_slack import BOT_TOKEN, CHANNEL, SIGNING_SECRET, TEAM, FakeSlack, buttons, text_of
@@ -362,3 +363,22 @@ def test_connect_slack_refuses_without_the_apps_settings(project):
     with pytest.raises(CommandError, match="Slack is not set up"):
         call_command("connect_slack", "--project", "acme", "--channel", "C0NEWS")
     assert not SlackChannel.objects.exists()
+
+
+def test_an_item_that_stops_waiting_undecided_loses_its_buttons_or_is_never_posted(
+    slack, propose, run
+):
+    shown, unposted = propose("call-1"), propose("call-2")
+    SlackMessage.objects.filter(operation=unposted).update(next_attempt_at=db_now() + timedelta(1))
+    assert deliver_slack() == 1
+    later = max(shown.expires_at, unposted.expires_at) + timedelta(minutes=1)
+    assert expire_due_operations(later) == 2
+
+    assert close_ended() == 1
+    assert deliver_slack(db_now() + timedelta(days=2)) == 1
+
+    [update] = slack.called("chat.update")
+    assert "No longer waits: it is expired" in text_of(update) and buttons(update) == {}
+    assert len(slack.called("chat.postMessage")) == 1
+    assert set(SlackMessage.objects.values_list("state", flat=True)) == {State.DONE}
+    assert close_ended() == 0

@@ -5,7 +5,8 @@ ten may be due at once; a round's webhooks are sent together, ``runs.engine.webh
 and so are its Slack messages, ``runs.engine.slack``).
 
 Due deliveries are looked for every second (at once again after a batch); reviewers
-are emailed once a minute. A worker that runs no thread (a test's, ``runworker
+are emailed once a minute, and Slack messages of items that stopped waiting without a
+decision are closed then too. A worker that runs no thread (a test's, ``runworker
 --once``) makes the same rounds in its housekeeping.
 """
 
@@ -18,7 +19,7 @@ from django.db import close_old_connections, connections
 from runs.clock import db_now
 from runs.engine.deliveries import deliver_due
 from runs.engine.notifications import notify_reviewers
-from runs.engine.slack import deliver_slack
+from runs.engine.slack import close_ended, deliver_slack
 from runs.engine.webhooks import deliver_webhooks
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ class NotificationLane:
         if time.monotonic() >= self.next_emails:
             self.next_emails = time.monotonic() + EMAIL_EVERY_SECONDS
             notify_reviewers()
+            close_ended()
         return delivered
 
     def stop(self) -> None:

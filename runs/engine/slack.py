@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connections
-from django.db.models import Case, Value, When
+from django.db.models import Case, Q, Value, When
 from django.db.models.functions import Now
 
 from runs.actions import http
@@ -36,10 +36,11 @@ from runs.engine import slack_blocks
 from runs.engine.deliveries import CLAIM_MARGIN, Refused
 from runs.engine.webhooks import MAX_ATTEMPTS, retry_wait
 from runs.logs import about
-from runs.models import SlackMessage
+from runs.models import HumanRequest, Operation, SlackMessage
 
 log = logging.getLogger(__name__)
 BATCH = 5
+CLOSED_A_ROUND = 100
 State = SlackMessage.State
 DUE = (State.TO_POST, State.TO_UPDATE)
 
@@ -49,10 +50,10 @@ def deliver_slack(now: datetime | None = None) -> int:
     if not settings.OVERSIGHT_SLACK_BOT_TOKEN:
         return 0
     due = _due(now or db_now())
-    posts_decided = [m for m in due if m.state == State.TO_POST and m.outcome]
-    for message in posts_decided:  # Decided before it was posted: nothing to show.
+    over = [m for m in due if m.state == State.TO_POST and (m.outcome or not _waits(m))]
+    for message in over:  # Over before it was posted: no buttons for what no longer waits.
         _as_read(message).update(state=State.DONE, next_attempt_at=None)
-    due = [m for m in due if m not in posts_decided]
+    due = [m for m in due if m not in over]
     if not due:
         return 0
     until = db_now() + timedelta(seconds=2 * settings.OVERSIGHT_HTTP_DEADLINE) + CLAIM_MARGIN
@@ -64,6 +65,33 @@ def deliver_slack(now: datetime | None = None) -> int:
         for sent in as_completed(sending):
             _outcome(sending[sent], sent)
     return len(claimed)
+
+
+def close_ended() -> int:
+    """Messages that still offer buttons for an item that stopped waiting without a
+    person's decision (expired, withdrawn, cancelled with its run: a decision says so
+    at once, ``runs.services.slack.decided``) are to say so; returns how many. Made
+    once a minute by the lane; read through the index of posted messages."""
+    if not settings.OVERSIGHT_SLACK_BOT_TOKEN:
+        return 0
+    ended = Q(operation__isnull=False) & ~Q(operation__status=Operation.Status.PROPOSED)
+    ended |= Q(request__isnull=False) & ~Q(request__status=HumanRequest.Status.OPEN)
+    found = SlackMessage.objects.filter(ended, state=State.POSTED)
+    closed = 0
+    for message in found.select_related("operation", "request")[:CLOSED_A_ROUND]:
+        item = message.item
+        closed += SlackMessage.objects.filter(pk=message.pk, state=State.POSTED).update(
+            state=State.TO_UPDATE,
+            outcome=f"No longer waits: it is {item.get_status_display().lower()}",
+            next_attempt_at=Now(),
+        )
+    return closed
+
+
+def _waits(message: SlackMessage) -> bool:
+    if message.operation_id:
+        return message.operation.status == Operation.Status.PROPOSED
+    return message.request.status == HumanRequest.Status.OPEN
 
 
 def _due(now: datetime) -> list[SlackMessage]:

@@ -53,7 +53,7 @@ class Migration(migrations.Migration):
                 ('request', models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='slack_message', to='runs.humanrequest')),
             ],
             options={
-                'indexes': [models.Index(condition=models.Q(('state__in', ['to_post', 'to_update'])), fields=['next_attempt_at'], name='slack_message_due_idx')],
+                'indexes': [models.Index(condition=models.Q(('state__in', ['to_post', 'to_update'])), fields=['next_attempt_at'], name='slack_message_due_idx'), models.Index(condition=models.Q(('state', 'posted')), fields=['id'], name='slack_message_posted_idx')],
                 'constraints': [models.CheckConstraint(condition=models.Q(('operation__isnull', True), ('request__isnull', True), _connector='XOR'), name='slack_message_one_item'), models.CheckConstraint(condition=models.Q(('state__in', ['to_post', 'posted', 'to_update', 'done', 'failed'])), name='slack_message_state_valid')],
             },
         ),

@@ -100,7 +100,13 @@ class SlackMessage(models.Model):
                 fields=["next_attempt_at"],
                 condition=Q(state__in=["to_post", "to_update"]),
                 name="slack_message_due_idx",
-            )
+            ),
+            # The lane's minute: the messages still offering buttons.
+            models.Index(
+                fields=["id"],
+                condition=Q(state="posted"),
+                name="slack_message_posted_idx",
+            ),
         ]
 
     def __str__(self) -> str:
