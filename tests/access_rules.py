@@ -193,11 +193,9 @@ PAGES: dict[str, Page] = {
         post=in_a(403, 403, 302),
         params={"slug": "project", "pk": "webhook_delivery"},
     ),
-    # One's own Slack user: a link not signed by Oversight is refused to everyone signed
-    # in (400); unlinking, with nothing linked, changes nothing.
-    "account/slack/<str:token>/": Page(
-        page_rule(400), post=page_rule(400), params={"token": "slack_link"}
-    ),
+    # One's own Slack user: without Slack set up (as here) there is no code to get
+    # (404); unlinking, with nothing linked, changes nothing.
+    "account/slack/code/": Page(WRONG_METHOD, post=page_rule(404)),
     "account/slack/unlink/": Page(WRONG_METHOD, post=page_rule(302)),
     # Slack's callback: no session, no CSRF token, Slack's signature instead; without
     # Slack set up (as here) there is none (404) for anyone.

@@ -30,8 +30,10 @@ class Handler(BaseHTTPRequestHandler):
         method = self.path.removeprefix("/api/")
         if self.headers.get("Authorization") != f"Bearer {BOT_TOKEN}":
             return self._answer({"ok": False, "error": "invalid_auth"})
-        if error := slack.refuse.get(method):
+        if error := slack.refuse.get(method) or _invalid_blocks(body):
             return self._answer({"ok": False, "error": error})
+        if method == "chat.postMessage":
+            slack.while_posting()
         said = {"ok": True}
         with slack.lock:
             if method == "chat.postMessage":
@@ -62,6 +64,8 @@ class FakeSlack:
         self.messages: dict[str, dict] = {}  # ts: the message as last posted or updated
         self.refuse: dict[str, str] = {}  # method: the error Slack answers it with
         self.presses = 0
+        # Called before a post is answered: what happens while Oversight waits on Slack.
+        self.while_posting = lambda: None
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def stop(self) -> None:
@@ -104,8 +108,13 @@ class FakeSlack:
 
     def submit_reason(self, client, slack_user: str, reason: str, **signing) -> object:
         """``slack_user`` submits the last dialog Oversight opened, with ``reason``."""
+        return self.submit(client, slack_user, "reason", reason, **signing)
+
+    def submit(self, client, slack_user: str, block: str, typed: str, **signing) -> object:
+        """``slack_user`` submits the last dialog Oversight opened, ``typed`` in its
+        input ``block``."""
         view = self.called("views.open")[-1]["view"]
-        view = view | {"state": {"values": {"reason": {"reason": {"value": reason}}}}}
+        view = view | {"state": {"values": {block: {block: {"value": typed}}}}}
         payload = {
             "type": "view_submission",
             "team": {"id": TEAM},
@@ -113,6 +122,15 @@ class FakeSlack:
             "view": view,
         }
         return callback(client, payload, **signing)
+
+
+def _invalid_blocks(body: dict) -> str:
+    """Slack's refusal of a message whose buttons repeat an ``action_id`` in a block."""
+    for block in body.get("blocks", []):
+        ids = [element.get("action_id") for element in block.get("elements", [])]
+        if block["type"] == "actions" and len(ids) != len(set(ids)):
+            return "invalid_blocks"
+    return ""
 
 
 def callback(client, payload: dict, secret: str = SIGNING_SECRET, age: float = 0) -> object:

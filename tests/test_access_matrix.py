@@ -225,7 +225,6 @@ def build_world() -> World:
         "waiting_token": tokens[rules.TOKEN_WAITING].pk,
         "webhook": hook.pk,
         "webhook_delivery": delivery.pk,
-        "slack_link": "not-a-link",
         "user": people[rules.A_REVIEWER].pk,
         "run_type": ContentType.objects.get_for_model(Run).pk,
         "app": "runs",

@@ -4,14 +4,15 @@ decides through the same rules as the page, its checkpoint naming Slack; the mes
 then says who decided; a press by the proposer's owner, an auditor, an unlinked user, a
 user who lost the role, with a forged signature or an old timestamp decides nothing."""
 
+import json
 import re
 from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core import signing
 from django.core.management import CommandError, call_command
+from django.db import connections
 
 from runs.actions.files import workspace_of
 from runs.clock import db_now
@@ -23,12 +24,22 @@ from runs.models import (
     Operation,
     SlackChannel,
     SlackIdentity,
+    SlackLinkCode,
     SlackMessage,
 )
 from runs.services.decisions import expire_due_operations
 from runs.services.requests import ask
 from tests.conftest import AGENT
-from tests.fake_slack import BOT_TOKEN, CHANNEL, SIGNING_SECRET, TEAM, FakeSlack, buttons, text_of
+from tests.fake_slack import (
+    BOT_TOKEN,
+    CHANNEL,
+    SIGNING_SECRET,
+    TEAM,
+    FakeSlack,
+    buttons,
+    callback,
+    text_of,
+)
 from tests.helpers import decide_on
 
 pytestmark = pytest.mark.django_db(transaction=True)  # The lane's threads read the rows.
@@ -51,6 +62,12 @@ def slack(settings, project):
 def linked(user, slack_user: str):
     SlackIdentity.objects.create(user=user, team=TEAM, slack_user=slack_user)
     return slack_user
+
+
+def linked_once(user) -> str:
+    """``user``'s Slack user, linked if it was not yet."""
+    identity, _ = SlackIdentity.objects.get_or_create(user=user, team=TEAM, slack_user="U0R")
+    return identity.slack_user
 
 
 def posted(slack: FakeSlack) -> dict:
@@ -158,43 +175,78 @@ def test_a_reviewer_who_lost_the_role_decides_nothing(slack, propose, client, re
     assert Operation.objects.get(pk=operation.pk).status == Operation.Status.PROPOSED
 
 
-def test_an_unlinked_user_is_offered_a_link_that_links_them_once(
-    slack, propose, client, reviewer, reviewer2
+def code_for(client, user) -> str:
+    """The one-time code ``user``'s account page gives them."""
+    client.force_login(user)
+    page = client.post("/account/slack/code/").text
+    return re.search(r'id="new-token" class="code" value="([0-9a-f]+)"', page).group(1)
+
+
+def test_an_unlinked_user_links_with_their_account_pages_code_once(
+    slack, propose, client, reviewer, owner
 ):
     operation = propose("call-1")
     button = buttons(posted(slack))["Approve"]
 
     slack.press(client, button, "U0NEWCOMER")
 
-    [offer] = slack.replies()
-    assert offer.startswith("Your Slack user is not linked to an Oversight account")
-    assert Operation.objects.get(pk=operation.pk).status == Operation.Status.PROPOSED
-    url = re.search(r"<https?://[^/]+(/account/slack/[^|]+/)\|Link it>", offer).group(1)
-    client.force_login(reviewer)
-    assert "Slack user <code>U0NEWCOMER</code>" in client.get(url).text
-    assert client.post(url).status_code == 302
+    [dialog] = slack.called("views.open")
+    assert dialog["view"]["callback_id"] == "link" and not Decision.objects.exists()
+    code = code_for(client, reviewer)
+    assert SlackLinkCode.objects.get().digest != code  # Only its hash is kept.
+    wrong = slack.submit(client, "U0NEWCOMER", "code", "0000000000")
+    linked_now = slack.submit(client, "U0NEWCOMER", "code", code.upper())
+    again = slack.submit(client, "U0OWNER", "code", code)  # Used up.
+
+    assert wrong.json()["errors"]["code"].startswith("This code is not valid")
+    assert linked_now.json()["response_action"] == "update"
+    assert "act as reviewer" in json.dumps(linked_now.json())
+    assert again.json()["errors"]["code"].startswith("This code is not valid")
     identity = SlackIdentity.objects.get()
     assert (identity.user, identity.team, identity.slack_user) == (reviewer, TEAM, "U0NEWCOMER")
-    client.force_login(reviewer2)
-    assert client.post(url).status_code == 409  # Already someone's.
+    assert not SlackLinkCode.objects.exists()
 
     slack.press(client, button, "U0NEWCOMER")
 
-    assert slack.replies(2)[1] == f"You approved operation {operation.pk}."
+    assert slack.replies()[0] == f"You approved operation {operation.pk}."
 
 
-def test_a_forged_or_old_link_links_nothing(client, reviewer, slack):
-    client.force_login(reviewer)
-    forged = signing.dumps({"team": TEAM, "user": "U0X"}, salt="another.purpose")
-    assert client.post(f"/account/slack/{forged}/").status_code == 400
-    assert not SlackIdentity.objects.exists()
+def test_a_code_links_no_slack_user_already_someone_elses_and_expires(
+    slack, propose, client, reviewer, reviewer2
+):
+    propose("call-1")
+    button = buttons(posted(slack))["Approve"]
+    taken = linked(reviewer2, "U0TAKEN")
+    slack.press(client, button, "U0LATE")
+    code = code_for(client, reviewer)
+
+    refused = slack.submit(client, taken, "code", code)
+    SlackLinkCode.objects.update(expires_at=db_now() - timedelta(seconds=1))
+    expired = slack.submit(client, "U0LATE", "code", code)
+
+    assert refused.json()["errors"]["code"] == "Your Slack user is linked to another account."
+    assert expired.json()["errors"]["code"].startswith("This code is not valid")
+    assert list(SlackIdentity.objects.values_list("slack_user", flat=True)) == [taken]
+
+
+def test_a_deactivated_user_decides_nothing(slack, propose, client, reviewer):
+    operation = propose("call-1")
+    button = buttons(posted(slack))["Approve"]
+    pressed = linked(reviewer, "U0REVIEWER")
+    get_user_model().objects.filter(pk=reviewer.pk).update(is_active=False)
+
+    slack.press(client, button, pressed)
+
+    assert slack.called("views.open")[0]["view"]["callback_id"] == "link"
+    assert Operation.objects.get(pk=operation.pk).status == Operation.Status.PROPOSED
 
 
 @pytest.mark.parametrize(
     ("signing", "why"),
     [
         ({"secret": "not-the-signing-secret"}, "The signature is not Slack's."),
-        ({"age": 301}, "The timestamp is missing or too old."),
+        ({"age": 301}, "The timestamp is missing or not within five minutes of now."),
+        ({"age": -301}, "The timestamp is missing or not within five minutes of now."),
     ],
 )
 def test_a_forged_signature_or_a_replay_is_refused_and_decides_nothing(
@@ -382,3 +434,69 @@ def test_an_item_that_stops_waiting_undecided_loses_its_buttons_or_is_never_post
     assert len(slack.called("chat.postMessage")) == 1
     assert set(SlackMessage.objects.values_list("state", flat=True)) == {State.DONE}
     assert close_ended() == 0
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"type": "block_actions", "team": {"id": TEAM}, "user": {"id": "U0R"}, "actions": {}},
+        {"type": "block_actions", "team": {"id": TEAM}, "user": {"id": "U0R"}, "actions": [1]},
+        {"type": "block_actions", "team": {"id": TEAM}, "user": {"id": "U0R"}, "actions": "x"},
+        {"type": "view_submission", "team": {"id": TEAM}, "user": {"id": "U0R"}, "view": "x"},
+        {"type": "view_submission", "team": {"id": TEAM}, "user": {"id": "U0R"}},
+        {"type": "block_actions", "team": {"id": "T\x00"}, "user": {"id": "U0R"}},
+        {"type": "block_actions", "team": TEAM, "user": {"id": "U0R"}},
+        {"type": "block_actions"},
+        [],
+    ],
+)
+def test_a_signed_payload_not_of_oversight_s_shape_is_refused_without_an_error(
+    slack, client, reviewer, payload
+):
+    linked(reviewer, "U0R")
+    answered = callback(client, payload)
+    assert answered.status_code in (200, 400)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["", "operation", "operation:x:y:z", "operation:1", "request:1:2:3", "request:1:x", "x:1:2"],
+)
+def test_a_button_not_of_oversight_s_making_decides_nothing(
+    slack, propose, client, reviewer, value
+):
+    propose("call-1")
+    posted(slack)
+    for action in ("approve", "choose-0", "sign_off"):
+        slack.press(client, {"action_id": action, "value": value}, linked_once(reviewer))
+    said = slack.replies(3)
+    assert all(reply.startswith("Nothing was decided: ") for reply in said), said
+    assert not Decision.objects.exists()
+
+
+def test_a_choice_for_a_question_decides_nothing(slack, run, client, reviewer):
+    request, _ = ask(run=run, prompt="What is the budget?", actor=AGENT)
+    slack.press(
+        client,
+        {"action_id": "choose-0", "value": f"request:{request.pk}:1:0"},
+        linked(reviewer, "U0R"),
+    )
+    assert slack.replies()[0].startswith("Nothing was decided: ")
+    assert HumanRequest.objects.get().status == HumanRequest.Status.OPEN
+
+
+def test_a_decision_made_while_slack_posts_the_message_is_shown_at_once(slack, propose, reviewer):
+    operation = propose("call-1")
+
+    def decided_meanwhile():
+        decide_on(Operation.objects.get(pk=operation.pk), reviewer)
+        connections.close_all()  # The fake's thread's own.
+
+    slack.while_posting = decided_meanwhile
+    assert deliver_slack() == 1
+    slack.while_posting = lambda: None
+
+    assert SlackMessage.objects.get().state == State.TO_UPDATE
+    assert deliver_slack() == 1
+    assert "Approved by reviewer" in text_of(slack.only_message())
+    assert SlackMessage.objects.get().state == State.DONE

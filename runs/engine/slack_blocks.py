@@ -11,8 +11,9 @@ approval takes the typed challenge), a preview too long for a message, a questio
 data request (answered in a form).
 
 Everything from the agent or the target is escaped for Slack's mrkdwn (``&``, ``<``,
-``>``) and quoted as another's words: Slack turns ``<…|…>`` into links and
-``<!channel>`` into a mention of everyone.
+``>``), in the notification's text too, and shown ``verbatim``: Slack would turn
+``<…|…>`` into links, ``<!channel>`` into a mention of everyone, and a bare URL into a
+link.
 """
 
 import json
@@ -50,7 +51,7 @@ def ended(message: SlackMessage) -> dict:
     item = message.item
     title = _title(item)
     return {
-        "text": f"{title}: {message.outcome}",
+        "text": f"{title}: {escaped(message.outcome)}",
         "blocks": [
             _section(f"*{_linked(item, title)}*\n{quoted(_gist(item))}"),
             _section(f":white_check_mark: {quoted(message.outcome, 300)}"),
@@ -85,7 +86,7 @@ def _operation(operation: Operation) -> dict:
     else:
         approve = _button("Approve", "approve", value, style="primary")
     blocks.append(_actions(approve, _button("Reject…", "reject", value, style="danger")))
-    return {"text": f"{_title(operation)} waits: {operation.gist}", "blocks": blocks}
+    return {"text": f"{_title(operation)} waits: {quoted(operation.gist)}", "blocks": blocks}
 
 
 def _request(request: HumanRequest) -> dict:
@@ -96,7 +97,7 @@ def _request(request: HumanRequest) -> dict:
         buttons = [_button("Sign off", "sign_off", value, style="primary"), reject]
     elif request.kind == HumanRequest.Kind.CHOICE:
         buttons = [
-            _button(choice[:75], "choose", f"{value}:{index}")
+            _button(choice[:75], f"choose-{index}", f"{value}:{index}")
             for index, choice in enumerate(request.choices)
         ] + [reject]
     else:
@@ -110,7 +111,7 @@ def _request(request: HumanRequest) -> dict:
         ),
         *[_actions(*buttons[start : start + 25]) for start in range(0, len(buttons), 25)],
     ]
-    return {"text": f"{_title(request)} waits: {request.prompt[:200]}", "blocks": blocks}
+    return {"text": f"{_title(request)} waits: {quoted(request.prompt, 200)}", "blocks": blocks}
 
 
 def _preview_text(preview: dict | None) -> str:
@@ -147,17 +148,22 @@ def _when(at) -> str:
     return f"<!date^{int(at.timestamp())}^{{date_short_pretty}} {{time}}|{at.isoformat()}>"
 
 
+def _mrkdwn(text: str) -> dict:
+    """Text in Slack's markup, ``verbatim``: Slack makes no links or mentions of its own
+    of what an agent wrote (a bare URL, a channel's name); only ours are links."""
+    return {"type": "mrkdwn", "text": text, "verbatim": True}
+
+
 def _section(text: str) -> dict:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+    return {"type": "section", "text": _mrkdwn(text)}
 
 
 def _facts(*facts: tuple[str, str]) -> dict:
-    fields = [{"type": "mrkdwn", "text": f"*{name}*\n{said}"} for name, said in facts]
-    return {"type": "section", "fields": fields}
+    return {"type": "section", "fields": [_mrkdwn(f"*{name}*\n{said}") for name, said in facts]}
 
 
 def _context(text: str) -> dict:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
+    return {"type": "context", "elements": [_mrkdwn(text)]}
 
 
 def _actions(*elements: dict) -> dict:

@@ -1,5 +1,6 @@
-"""Slack (#36): a project's channel, people's linked Slack users, and one message per
-waiting operation or request. New tables only: nothing existing is touched."""
+"""Slack (#36): a project's channel, people's linked Slack users and their one-time
+link codes, and one message per waiting operation or request. New tables only: nothing
+existing is touched."""
 
 import django.db.models.deletion
 import django.db.models.functions.datetime
@@ -21,6 +22,15 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('channel', models.CharField(help_text="The channel's id, e.g. C0123456789 (the bot must be in it).", max_length=32)),
                 ('project', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='slack', to='runs.project')),
+            ],
+        ),
+        migrations.CreateModel(
+            name='SlackLinkCode',
+            fields=[
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('digest', models.CharField(max_length=64, unique=True)),
+                ('expires_at', models.DateTimeField()),
+                ('user', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='slack_link_code', to=settings.AUTH_USER_MODEL)),
             ],
         ),
         migrations.CreateModel(

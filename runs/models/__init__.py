@@ -10,7 +10,7 @@ from runs.models.projects import ApprovalPolicy, Membership, Project, Role
 from runs.models.replays import ApiReplay
 from runs.models.requests import HumanRequest
 from runs.models.runs import Message, Run, Session
-from runs.models.slack import SlackChannel, SlackIdentity, SlackMessage
+from runs.models.slack import SlackChannel, SlackIdentity, SlackLinkCode, SlackMessage
 from runs.models.tokens import AgentToken
 from runs.models.webhooks import WebhookDelivery, WebhookEndpoint, WebhookEvent
 from runs.models.workers import WorkerHeartbeat
@@ -40,6 +40,7 @@ __all__ = [
     "Session",
     "SlackChannel",
     "SlackIdentity",
+    "SlackLinkCode",
     "SlackMessage",
     "WebhookDelivery",
     "WebhookEndpoint",

@@ -31,8 +31,8 @@ class SlackChannel(models.Model):
 
 
 class SlackIdentity(models.Model):
-    """A person's Slack user, linked by them (a one-time link Slack gives them, opened
-    while signed in): their presses in Slack act as them, by the same rules as the page."""
+    """A person's Slack user, linked by them (``SlackLinkCode``): their presses in Slack
+    act as them, by the same rules as the page."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="slack_identity"
@@ -49,6 +49,23 @@ class SlackIdentity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} is {self.slack_user} in Slack {self.team}"
+
+
+class SlackLinkCode(models.Model):
+    """A one-time code a person gets on their account page and types into Slack's
+    dialog, which Slack sends signed with the typing Slack user's id: proof that that
+    Slack user is this person. The proof runs from the account to Slack, never the
+    other way: a link made in Slack and opened by someone else would let its maker act
+    as whoever opened it. Only the code's sha256 is kept, until it is used or expires."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="slack_link_code"
+    )
+    digest = models.CharField(max_length=64, unique=True)
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"Slack link code of {self.user}"
 
 
 class SlackMessageState(models.TextChoices):

@@ -97,12 +97,18 @@ def preferences(request: HttpRequest) -> HttpResponse:
         remember(request, form.instance)
         messages.success(request, "Preferences saved.")
         return redirect("preferences")
-    status = 400 if request.method == "POST" else 200
+    return preferences_page(request, form, status=400 if request.method == "POST" else 200)
+
+
+def preferences_page(request, form=None, *, slack_code: str = "", status: int = 200):
+    """The account page; with ``slack_code``, a one-time code to type into Slack, shown
+    on this answer only."""
     context = {
-        "form": form,
+        "form": form or PreferencesForm(instance=Preferences.of(request.user)),
         "tokens_to_accept": tokens_to_accept(request.user),
         "slack_identity": SlackIdentity.objects.filter(user=request.user).first(),
         "slack_on": bool(settings.OVERSIGHT_SLACK_BOT_TOKEN),
+        "slack_code": slack_code,
     }
     return render(request, "runs/preferences.html", context, status=status)
 
