@@ -13,9 +13,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.mark.parametrize("size", [(1280, 800), (390, 844)], ids=["desktop", "phone"])
-def test_a_reviewer_gets_a_code_and_later_unlinks_their_slack_user(
-    page, reviewer, settings, size
-):
+def test_a_reviewer_gets_a_code_and_later_unlinks_their_slack_user(page, reviewer, settings, size):
     settings.OVERSIGHT_SLACK_BOT_TOKEN = BOT_TOKEN
     settings.OVERSIGHT_SLACK_SIGNING_SECRET = SIGNING_SECRET
     page.set_viewport_size({"width": size[0], "height": size[1]})
