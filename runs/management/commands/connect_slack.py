@@ -28,10 +28,10 @@ class Command(BaseCommand):
         channel = channel.strip()
         if not (channel.isalnum() and channel[0] in "CG" and len(channel) <= 32):
             raise CommandError(f"{channel!r} is not a channel id (e.g. C0123456789)")
-        if not settings.OVERSIGHT_SLACK_BOT_TOKEN:
-            raise CommandError(
-                "Slack is not set up: OVERSIGHT_SLACK_BOT_TOKEN and "
-                "OVERSIGHT_SLACK_SIGNING_SECRET first"
-            )
         SlackChannel.objects.update_or_create(project=found, defaults={"channel": channel})
         self.stdout.write(f"{found.name} posts what waits to Slack channel {channel}.")
+        if not settings.OVERSIGHT_SLACK_BOT_TOKEN:
+            self.stderr.write(
+                "Slack is not set up here yet: nothing is posted until "
+                "OVERSIGHT_SLACK_BOT_TOKEN and OVERSIGHT_SLACK_SIGNING_SECRET are set."
+            )
