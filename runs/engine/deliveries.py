@@ -104,24 +104,47 @@ def _attempt(delivery: AlertDelivery) -> None:
     )
 
 
+def failure_reason(cause: Exception) -> str:
+    """Why an attempt to send failed, in words: a refusal's own, or the error's plain
+    reason."""
+    return str(cause) if isinstance(cause, Refused) else plain_reason(cause)
+
+
+def log_failed_attempt(
+    logger: logging.Logger,
+    what: str,
+    attempt: int,
+    reason: str,
+    wait: timedelta | None,
+    cause: Exception,
+    error: Exception | None = None,
+) -> None:
+    """One warning for a failed attempt to send ``what`` (an alert's, a webhook's or a
+    Slack message's): why, and when the next try is (``wait``; None: given up). A
+    traceback (of ``error``, by default ``cause``) only for what no receiver is known to
+    cause: a bug of ours."""
+    next_try = "given up" if wait is None else f"next try in {round(wait.total_seconds())} s"
+    logger.warning(
+        "%s, attempt %d failed: %s; %s",
+        what,
+        attempt,
+        reason,
+        next_try,
+        exc_info=None if isinstance(cause, Refused) or foreseen(cause) else (error or cause),
+    )
+
+
 def _failed(delivery: AlertDelivery, error: Exception) -> None:
     """Record the failure and when to try again, or give up; log it either way."""
     cause, now = _cause(error), db_now()
-    reason = str(cause) if isinstance(cause, Refused) else plain_reason(cause)
+    reason = failure_reason(cause)
     deadline = delivery.retrying_since + settings.OVERSIGHT_ALERT_RETRY
     limit = settings.OVERSIGHT_ALERT_MAX_ATTEMPTS
     gave_up = now >= deadline or (limit is not None and delivery.attempts >= limit)
     wait = min(max(now - delivery.retrying_since, SHORTEST_WAIT), LONGEST_WAIT, deadline - now)
-    log.warning(
-        "alert %s: %s delivery %s, attempt %d failed: %s; %s",
-        delivery.alert_id,
-        delivery.channel,
-        delivery.pk,
-        delivery.attempts,
-        reason,
-        "given up" if gave_up else f"next try in {round(wait.total_seconds())} s",
-        # A traceback only for what no receiver is known to cause: a bug of ours.
-        exc_info=None if isinstance(cause, Refused) or foreseen(cause) else error,
+    what = f"alert {delivery.alert_id}: {delivery.channel} delivery {delivery.pk}"
+    log_failed_attempt(
+        log, what, delivery.attempts, reason, None if gave_up else wait, cause, error
     )
     _as_read(delivery).update(
         last_error=f"attempt {delivery.attempts}: {reason}",

@@ -30,10 +30,9 @@ from django.db.models import Case, Q, Value, When
 from django.db.models.functions import Now
 
 from runs.actions import http
-from runs.actions.base import foreseen, plain_reason
 from runs.clock import db_now
 from runs.engine import slack_blocks
-from runs.engine.deliveries import CLAIM_MARGIN, Refused
+from runs.engine.deliveries import CLAIM_MARGIN, Refused, failure_reason, log_failed_attempt
 from runs.engine.webhooks import MAX_ATTEMPTS, retry_wait
 from runs.logs import about
 from runs.models import HumanRequest, Operation, SlackMessage
@@ -170,18 +169,13 @@ def _outcome(message: SlackMessage, sent: Future) -> None:
 
 
 def _failed(message: SlackMessage, error: Exception) -> None:
-    said = str(error) if isinstance(error, Refused) else plain_reason(error)
+    said = failure_reason(error)
     gave_up = message.attempts >= MAX_ATTEMPTS
     wait = retry_wait(message.attempts)
     item = message.operation or message.request
     with about(run_id=item.run_id, operation_id=message.operation_id):
-        log.warning(
-            "Slack: %s, attempt %d failed: %s; %s",
-            message,
-            message.attempts,
-            said,
-            "given up" if gave_up else f"next try in {round(wait.total_seconds())} s",
-            exc_info=None if isinstance(error, Refused) or foreseen(error) else error,
+        log_failed_attempt(
+            log, f"Slack: {message}", message.attempts, said, None if gave_up else wait, error
         )
     _as_read(message).update(
         state=State.FAILED if gave_up else message.state,

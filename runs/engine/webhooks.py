@@ -46,9 +46,13 @@ from django.db.models.functions import Now
 
 from oversight.version import VERSION
 from runs.actions import http
-from runs.actions.base import foreseen, plain_reason
 from runs.clock import db_now
-from runs.engine.deliveries import CLAIM_MARGIN, Refused
+from runs.engine.deliveries import (
+    CLAIM_MARGIN,
+    Refused,
+    failure_reason,
+    log_failed_attempt,
+)
 from runs.logs import about, cut, strings
 from runs.models import WebhookDelivery, WebhookEndpoint
 
@@ -181,24 +185,15 @@ def _failed(delivery: WebhookDelivery, error: Exception, status: int | None = No
     """Record the failure and when to try again, or give up; log it either way, in
     words that never show the endpoint's URL."""
     url = delivery.endpoint.url
-    said = str(error) if isinstance(error, Refused) else plain_reason(error)
+    said = failure_reason(error)
     reason = cut(said.replace(url, "the endpoint"), strings(url))
     gave_up = delivery.attempts >= MAX_ATTEMPTS
     wait = retry_wait(delivery.attempts)
     data = delivery.event.data
     operation = data["id"] if data["item"] == "operation" else data.get("operation")
     with about(run_id=data["run"], operation_id=operation, arguments=url):
-        log.warning(
-            "webhook %s: %s delivery %s, attempt %d failed: %s; %s",
-            delivery.endpoint,
-            delivery.event.kind,
-            delivery.delivery_id,
-            delivery.attempts,
-            reason,
-            "given up" if gave_up else f"next try in {round(wait.total_seconds())} s",
-            # A traceback only for what no receiver is known to cause: a bug of ours.
-            exc_info=None if isinstance(error, Refused) or foreseen(error) else error,
-        )
+        what = f"webhook {delivery.endpoint}: {delivery.event.kind} delivery {delivery.delivery_id}"
+        log_failed_attempt(log, what, delivery.attempts, reason, None if gave_up else wait, error)
     _as_read(delivery).update(
         status=FAILED if gave_up else PENDING,
         next_attempt_at=None if gave_up else db_now() + wait,
