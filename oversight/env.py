@@ -8,6 +8,7 @@ import os
 import secrets
 import time
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
@@ -90,6 +91,47 @@ def env_list(name: str, default: list[str] | None = None) -> list[str]:
     if raw is None:
         return list(default or [])
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+# runs.models.Role's values: the settings are read before the apps are loaded.
+ROLE_NAMES = ("reviewer", "auditor", "admin")
+
+
+class RoleRule(NamedTuple):
+    """Members of the provider's ``group`` get ``role`` in the project ``project``."""
+
+    group: str
+    project: str
+    role: str
+
+
+def env_role_rules(name: str) -> tuple[RoleRule, ...]:
+    """Rules ``GROUP=PROJECT:ROLE``, separated by commas (a group's name may hold spaces,
+    not commas): ``payments-reviewers=payments:reviewer, auditors=payments:auditor``."""
+    rules = []
+    for item in env_list(name):
+        group, equals, grant = item.rpartition("=")
+        project, colon, role = grant.strip().partition(":")
+        if not (equals and colon and group.strip() and project):
+            raise ImproperlyConfigured(f"{name}: {item!r} is not GROUP=PROJECT:ROLE")
+        if role not in ROLE_NAMES:
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} names the role {role!r}; roles are {', '.join(ROLE_NAMES)}"
+            )
+        rules.append(RoleRule(group.strip(), project, role))
+    return tuple(rules)
+
+
+def env_issuer(name: str) -> str:
+    """An OpenID issuer's URL: HTTPS, or HTTP on this machine only (a test's provider)."""
+    issuer = env_str(name, "")
+    if not issuer:
+        return ""
+    parts = urlsplit(issuer)
+    local = parts.scheme == "http" and parts.hostname in {"127.0.0.1", "localhost", "::1"}
+    if not (parts.scheme == "https" or local) or not parts.hostname or parts.query:
+        raise ImproperlyConfigured(f"{name} must be an https:// URL, not {issuer!r}")
+    return issuer
 
 
 def sqlite_database(path: Path, *, synchronous: str) -> dict:

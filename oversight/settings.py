@@ -13,7 +13,9 @@ from oversight.env import (
     database_from_url,
     env_bool,
     env_int,
+    env_issuer,
     env_list,
+    env_role_rules,
     env_str,
     local_secret,
     sqlite_database,
@@ -146,7 +148,8 @@ LOGOUT_REDIRECT_URL = "login"
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "oversight.sign_in.SlowedSignIns",
-    "django.contrib.auth.backends.ModelBackend",
+    "oversight.sign_in.LocalPasswords",
+    "oversight.single_sign_on.ProviderSignIn",
 ]
 AXES_FAILURE_LIMIT = env_int("OVERSIGHT_LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("OVERSIGHT_LOGIN_COOLOFF_MINUTES", 15, minimum=1))
@@ -155,6 +158,8 @@ AXES_RESET_ON_SUCCESS = False
 # Refused attempts during a lockout do not extend it: it ends a known time after it began.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_CALLABLE = "oversight.sign_in.refused"
+# Single sign-on is none of the throttle's business: the provider has its own.
+AXES_WHITELIST_CALLABLE = "oversight.sign_in.not_a_password"
 AXES_CLIENT_IP_CALLABLE = "oversight.proxy.client_ip"
 # Behind a proxy: the header it sets to the client's address (X-Forwarded-For, X-Real-IP).
 OVERSIGHT_CLIENT_IP_HEADER = env_client_ip_header("OVERSIGHT_CLIENT_IP_HEADER")
@@ -165,6 +170,31 @@ OVERSIGHT_CLIENT_IP_HEADER = env_client_ip_header("OVERSIGHT_CLIENT_IP_HEADER")
 AXES_DISABLE_ACCESS_LOG = True
 AXES_ENABLE_ADMIN = True
 AXES_VERBOSE = False
+
+# Single sign-on with OpenID Connect (oversight/single_sign_on.py), on once an issuer is
+# set: its discovery document gives the endpoints. The provider's groups claim grants
+# project roles by rules GROUP=PROJECT:ROLE. Once passwords are off, only the break-glass
+# admins named here sign in with one (for when the provider is down).
+OVERSIGHT_OIDC_ISSUER = env_issuer("OVERSIGHT_OIDC_ISSUER")
+OIDC_RP_CLIENT_ID = env_str("OVERSIGHT_OIDC_CLIENT_ID", "" if not OVERSIGHT_OIDC_ISSUER else None)
+OIDC_RP_CLIENT_SECRET = env_str(
+    "OVERSIGHT_OIDC_CLIENT_SECRET", "" if not OVERSIGHT_OIDC_ISSUER else None
+)
+OIDC_RP_SCOPES = env_str("OVERSIGHT_OIDC_SCOPES", "openid email profile groups")
+OIDC_RP_SIGN_ALGO = env_str("OVERSIGHT_OIDC_SIGN_ALGORITHM", "RS256")
+OIDC_TIMEOUT = env_int("OVERSIGHT_OIDC_TIMEOUT_SECONDS", 10, minimum=1)
+OIDC_USE_PKCE = True
+OIDC_STORE_ID_TOKEN = True  # to end the provider's session too at sign-out
+OVERSIGHT_OIDC_NAME = env_str("OVERSIGHT_OIDC_NAME", "single sign-on")
+OVERSIGHT_OIDC_GROUPS_CLAIM = env_str("OVERSIGHT_OIDC_GROUPS_CLAIM", "groups")
+OVERSIGHT_OIDC_ROLES = env_role_rules("OVERSIGHT_OIDC_ROLES")
+OVERSIGHT_PASSWORD_SIGN_IN = env_bool("OVERSIGHT_PASSWORD_SIGN_IN", default=True)
+OVERSIGHT_BREAK_GLASS_USERS = env_list("OVERSIGHT_BREAK_GLASS_USERS")
+if not OVERSIGHT_PASSWORD_SIGN_IN and not OVERSIGHT_OIDC_ISSUER:
+    raise ImproperlyConfigured(
+        "OVERSIGHT_PASSWORD_SIGN_IN is off but OVERSIGHT_OIDC_ISSUER is not set: "
+        "nobody but the break-glass admins could sign in"
+    )
 
 # Sessions end after this long without activity, and this long after signing in
 # whatever happened since (runs.middleware.SessionLifetimeMiddleware).

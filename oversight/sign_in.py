@@ -23,6 +23,8 @@ from axes.exceptions import AxesBackendPermissionDenied
 from axes.helpers import get_client_ip_address, get_client_username, get_credentials
 from axes.models import AccessAttempt
 from django.conf import settings
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.validators import MaxLengthValidator
 from django.db.models import Max, Sum
@@ -68,7 +70,7 @@ class SlowedSignIns:
     counted as a failure: the try was never made."""
 
     def authenticate(self, request, username=None, password=None, **kwargs):
-        if request is None:
+        if request is None or password is None:  # not a password sign-in
             return None
         credentials = get_credentials(username=username, password=password, **kwargs)
         wait = wait_before_trying(
@@ -79,6 +81,30 @@ class SlowedSignIns:
             request.sign_in_wait = math.ceil(wait.total_seconds())
             raise AxesBackendPermissionDenied("Sign-in slowed: wait before trying again.")
         return None
+
+
+class LocalPasswords(ModelBackend):
+    """Django's password check, for the accounts that may use a password (all of them
+    unless passwords are turned off for single sign-on; then the break-glass admins). A
+    session begun with a password ends when its account may no longer use one."""
+
+    def user_can_authenticate(self, user) -> bool:
+        return super().user_can_authenticate(user) and password_allowed(user)
+
+
+def password_allowed(user) -> bool:
+    """Whether ``user`` may sign in with a password: everyone while passwords are on,
+    only the break-glass admins named in the settings once they are off."""
+    return (
+        settings.OVERSIGHT_PASSWORD_SIGN_IN
+        or user.get_username() in settings.OVERSIGHT_BREAK_GLASS_USERS
+    )
+
+
+def not_a_password(request, credentials) -> bool:
+    """Axes' allow-list (``AXES_WHITELIST_CALLABLE``): only tries with a password are
+    counted and paused; a single sign-on callback carries none."""
+    return "password" not in (credentials or {})
 
 
 def refused(request, response=None, credentials=None):
@@ -104,3 +130,17 @@ class SignInForm(AuthenticationForm):
         super().__init__(*args, **kwargs)
         username = self.fields["username"]
         username.validators.append(MaxLengthValidator(username.max_length))
+
+
+class SignIn(auth_views.LoginView):
+    """The sign-in page: a password form, a single sign-on button, or both. Once
+    passwords are off the form stays, folded, for the break-glass admins."""
+
+    form_class = SignInForm
+
+    def get_context_data(self, **kwargs) -> dict:
+        return {
+            **super().get_context_data(**kwargs),
+            "single_sign_on": settings.OVERSIGHT_OIDC_ISSUER and settings.OVERSIGHT_OIDC_NAME,
+            "passwords_on": settings.OVERSIGHT_PASSWORD_SIGN_IN,
+        }

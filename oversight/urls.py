@@ -1,8 +1,10 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 
-from oversight.sign_in import SignInForm
+from oversight import single_sign_on
+from oversight.sign_in import SignIn
 from runs.api.api import urls as api_urls
 from runs.views import home
 
@@ -12,8 +14,19 @@ from runs.views import home
 # Oversight send mail. An admin sets a forgotten password (admin site, or
 # manage.py changepassword).
 accounts = [
-    path("login/", auth_views.LoginView.as_view(form_class=SignInForm), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("login/", SignIn.as_view(), name="login"),
+    path("logout/", single_sign_on.SignOut.as_view(), name="logout"),
+    # Single sign-on (404 while it is off). The provider must know the callback's URL.
+    path(
+        "sso/start/",
+        login_not_required(single_sign_on.Start.as_view()),
+        name="oidc_authentication_init",
+    ),
+    path(
+        "sso/callback/",
+        login_not_required(single_sign_on.Callback.as_view()),
+        name="oidc_authentication_callback",
+    ),
     path("password_change/", home.PasswordChange.as_view(), name="password_change"),
     path(
         "password_change/done/",

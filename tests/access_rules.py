@@ -204,6 +204,11 @@ PAGES: dict[str, Page] = {
     "accounts/login/": Page(PUBLIC, post=PUBLIC),
     "accounts/logout/": Page(page_rule(405), post=page_rule(LOGIN)),
     "accounts/password_change/": Page(SIGNED_IN, post=SIGNED_IN),
+    # Single sign-on's start and return: not there while it is off (as here).
+    "accounts/sso/start/": Page(page_rule(404, anonymous=404), post=page_rule(405, anonymous=405)),
+    "accounts/sso/callback/": Page(
+        page_rule(404, anonymous=404), post=page_rule(405, anonymous=405)
+    ),
     "accounts/password_change/done/": Page(SIGNED_IN),
     # The API's own pages: its documentation is public, its root is nothing; the
     # endpoints are below.

@@ -2,6 +2,7 @@ from runs.models.alerts import Alert, AlertDelivery
 from runs.models.artifacts import Artifact
 from runs.models.checkpoints import Checkpoint, CheckpointArtifact
 from runs.models.feed import FeedEvent
+from runs.models.identities import ProviderIdentity
 from runs.models.ledger import Account, LedgerEntry
 from runs.models.operations import Decision, Operation
 from runs.models.outbox import SentEmail
@@ -34,6 +35,7 @@ __all__ = [
     "Operation",
     "Preferences",
     "Project",
+    "ProviderIdentity",
     "Role",
     "Run",
     "SentEmail",

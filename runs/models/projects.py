@@ -40,6 +40,13 @@ class Membership(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
     )
     role = models.ForeignKey(Group, on_delete=models.PROTECT, related_name="memberships")
+    # Granted by the identity provider's claims at single sign-on, and taken back at the
+    # next sign-in whose claims no longer grant it (oversight/single_sign_on.py). A
+    # membership an admin gave by hand is never touched by a sign-in.
+    from_sign_in = models.BooleanField(
+        db_default=False,
+        help_text="Granted by the sign-in provider's groups; replaced at each sign-in.",
+    )
 
     class Meta:
         constraints = [

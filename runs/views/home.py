@@ -20,6 +20,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_safe
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from oversight.sign_in import password_allowed
 from runs import machines
 from runs.context_processors import open_alerts, waiting_operations, waiting_requests
 from runs.forms import PasswordChangeForm, PreferencesForm
@@ -154,6 +155,14 @@ class PasswordChange(auth_views.PasswordChangeView):
     """Django's page, with the current password checked under the sign-in throttle."""
 
     form_class = PasswordChangeForm
+
+    def dispatch(self, request, *args, **kwargs):
+        # An account that signs in through the provider has its password kept there.
+        user = request.user
+        if user.is_authenticated and not (user.has_usable_password() and password_allowed(user)):
+            messages.info(request, "Your sign-in provider keeps your password: change it there.")
+            return redirect("preferences")
+        return super().dispatch(request, *args, **kwargs)
 
     def get_form_kwargs(self) -> dict:
         return {**super().get_form_kwargs(), "request": self.request}

@@ -1,0 +1,337 @@
+"""Single sign-on with OpenID Connect: mozilla-django-oidc's code flow (with PKCE and a
+nonce), configured from the issuer's discovery document, read once per process.
+
+On top of the library:
+- **The ID token is checked for its issuer and audience**, as the specification asks
+  (the library checks the signature, expiry and nonce only), and the userinfo answer must
+  be about the same ``sub``.
+- **Accounts are found by issuer and ``sub``** (``ProviderIdentity``), never by a name or
+  an address that can change hands. A first sign-in links an existing account only when
+  the provider vouches for the email address (``email_verified``) and exactly one
+  account, not a superuser nor a break-glass one, has it; otherwise it makes a new one,
+  without a usable password.
+- **Roles follow the provider's groups** (``OVERSIGHT_OIDC_ROLES``): each sign-in grants
+  the memberships its groups map to and takes back those it granted before that they no
+  longer map to. Memberships an admin gave by hand are left alone.
+- **Nothing here touches the network until someone chooses single sign-on**: the backend
+  is built for every password sign-in too, and the break-glass admin must get in while
+  the provider is down.
+"""
+
+import functools
+import logging
+import re
+from urllib.parse import urlencode
+
+import jwt
+import requests
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.backends import ModelBackend
+from django.contrib.auth.models import Group
+from django.core.exceptions import SuspiciousOperation
+from django.db import IntegrityError, transaction
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from mozilla_django_oidc.auth import OIDCAuthenticationBackend
+from mozilla_django_oidc.views import (
+    OIDCAuthenticationCallbackView,
+    OIDCAuthenticationRequestView,
+)
+
+from runs.models import Membership, Project, ProviderIdentity
+
+log = logging.getLogger("oversight.sign_in")
+
+DISCOVERY_PATH = "/.well-known/openid-configuration"
+ENDPOINTS = ("authorization_endpoint", "token_endpoint", "userinfo_endpoint", "jwks_uri")
+
+
+class ProviderUnreachable(Exception):
+    """The provider could not be asked, or answered with something that is not OpenID
+    Connect; the message says which, in words for the person signing in."""
+
+
+def enabled() -> bool:
+    return bool(settings.OVERSIGHT_OIDC_ISSUER)
+
+
+def provider() -> dict:
+    """The configured issuer's discovery document."""
+    return _discovery(settings.OVERSIGHT_OIDC_ISSUER)
+
+
+@functools.cache
+def _discovery(issuer: str) -> dict:
+    """Read once per process and issuer (a failure is not remembered: the next sign-in
+    asks again). The document must name the issuer exactly as configured, or tokens from
+    it would be checked against the wrong one."""
+    url = issuer.rstrip("/") + DISCOVERY_PATH
+    try:
+        answer = requests.get(url, timeout=settings.OIDC_TIMEOUT)
+        answer.raise_for_status()
+        document = answer.json()
+    except (requests.RequestException, ValueError) as error:
+        log.warning("single sign-on: cannot read %s: %s", url, error)
+        raise ProviderUnreachable(
+            "The sign-in provider did not answer. Try again in a moment."
+        ) from error
+    if not isinstance(document, dict) or document.get("issuer") != issuer:
+        found = document.get("issuer") if isinstance(document, dict) else None
+        log.error("single sign-on: %s names the issuer %r, not %r", DISCOVERY_PATH, found, issuer)
+        raise ProviderUnreachable("The sign-in provider is not set up as Oversight expects.")
+    if missing := [name for name in ENDPOINTS if not document.get(name)]:
+        log.error("single sign-on: the discovery document lacks %s", ", ".join(missing))
+        raise ProviderUnreachable("The sign-in provider is not set up as Oversight expects.")
+    return document
+
+
+def _endpoint(name: str) -> property:
+    return property(lambda self: provider()[name])
+
+
+class ProviderSignIn(OIDCAuthenticationBackend):
+    """The authentication backend of single sign-on (see the module's docstring)."""
+
+    OIDC_OP_AUTHORIZATION_ENDPOINT = _endpoint("authorization_endpoint")
+    OIDC_OP_TOKEN_ENDPOINT = _endpoint("token_endpoint")
+    OIDC_OP_USER_ENDPOINT = _endpoint("userinfo_endpoint")
+    OIDC_OP_JWKS_ENDPOINT = _endpoint("jwks_uri")
+    OIDC_RP_IDP_SIGN_KEY = None
+
+    def __init__(self) -> None:
+        # The library's reads every endpoint here; they are properties (no network).
+        self.UserModel = get_user_model()
+        self.OIDC_RP_CLIENT_ID = settings.OIDC_RP_CLIENT_ID
+        self.OIDC_RP_CLIENT_SECRET = settings.OIDC_RP_CLIENT_SECRET
+        self.OIDC_RP_SIGN_ALGO = settings.OIDC_RP_SIGN_ALGO
+
+    def authenticate(self, request, **credentials):
+        # Only the callback passes a nonce: a password sign-in is none of this backend's.
+        if request is None or not enabled() or "nonce" not in credentials:
+            return None
+        return super().authenticate(request, **credentials)
+
+    def get_user(self, user_id):
+        # Django's (active accounts only), not the library's; and a session begun through
+        # the provider ends once single sign-on is turned off.
+        return ModelBackend.get_user(self, user_id) if enabled() else None
+
+    def _verify_jws(self, payload, key):
+        """The library's check, with the issuer and audience checked too."""
+        algorithm = jwt.get_unverified_header(payload).get("alg")
+        if algorithm != self.OIDC_RP_SIGN_ALGO:
+            raise SuspiciousOperation(f"ID token signed with {algorithm!r}")
+        try:
+            return jwt.decode(
+                payload,
+                key,
+                algorithms=[algorithm],
+                audience=self.OIDC_RP_CLIENT_ID,
+                issuer=settings.OVERSIGHT_OIDC_ISSUER,
+                options={"require": ["exp", "iat", "sub"]},
+            )
+        except jwt.PyJWTError as error:
+            raise SuspiciousOperation(f"ID token refused: {error}") from error
+
+    def get_userinfo(self, access_token, id_token, payload):
+        userinfo = super().get_userinfo(access_token, id_token, payload)
+        if not isinstance(userinfo, dict) or userinfo.get("sub") != payload.get("sub"):
+            raise SuspiciousOperation("userinfo is about another subject than the ID token")
+        return {**payload, **userinfo}
+
+    def verify_claims(self, claims) -> bool:
+        return bool(claims.get("sub"))
+
+    def filter_users_by_claims(self, claims):
+        return self.UserModel.objects.filter(
+            provider_identities__issuer=settings.OVERSIGHT_OIDC_ISSUER,
+            provider_identities__subject=claims["sub"],
+        )
+
+    def create_user(self, claims):
+        try:
+            with transaction.atomic():
+                user = _account_to_link(claims) or _new_account(claims)
+                ProviderIdentity.objects.create(
+                    user=user, issuer=settings.OVERSIGHT_OIDC_ISSUER, subject=claims["sub"]
+                )
+        except IntegrityError:  # the same person's first sign-in in another tab won
+            user = self.filter_users_by_claims(claims).get()
+        log.info("single sign-on: %s is %s at the provider", user, claims["sub"])
+        return self.update_user(user, claims)
+
+    def update_user(self, user, claims):
+        if not user.is_active:
+            self.request.sign_in_refusal = "Your Oversight account is deactivated. Ask an admin."
+            return user
+        with transaction.atomic():
+            _copy_profile(user, claims)
+            ProviderIdentity.objects.filter(
+                user=user, issuer=settings.OVERSIGHT_OIDC_ISSUER, subject=claims["sub"]
+            ).update(last_sign_in_at=timezone.now())
+            grant_roles(user, groups_in(claims))
+        return user
+
+
+def groups_in(claims: dict) -> set[str]:
+    """The groups claim, as a list of names (or one name)."""
+    value = claims.get(settings.OVERSIGHT_OIDC_GROUPS_CLAIM) or []
+    return {value} if isinstance(value, str) else {str(group) for group in value}
+
+
+def grant_roles(user, groups: set[str]) -> None:
+    """Make the memberships granted at sign-in exactly those ``groups`` map to. A rule
+    naming a project that does not exist grants nothing (and says so in the log)."""
+    rules = [rule for rule in settings.OVERSIGHT_OIDC_ROLES if rule.group in groups]
+    projects = Project.objects.in_bulk([rule.project for rule in rules], field_name="slug")
+    roles = Group.objects.in_bulk({rule.role for rule in rules}, field_name="name")
+    wanted = set()
+    for rule in rules:
+        if rule.project not in projects:
+            log.warning("single sign-on: no project %r for group %r", rule.project, rule.group)
+            continue
+        wanted.add((projects[rule.project].pk, roles[rule.role].pk))
+    held = {(m.project_id, m.role_id): m for m in Membership.objects.filter(user=user)}
+    for key, membership in held.items():
+        if membership.from_sign_in and key not in wanted:
+            membership.delete()
+            log.info("single sign-on: %s is no longer %s", user, _role_words(membership))
+    for project_id, role_id in wanted - held.keys():
+        granted = Membership.objects.create(
+            user=user, project_id=project_id, role_id=role_id, from_sign_in=True
+        )
+        log.info("single sign-on: %s is now %s", user, _role_words(granted))
+
+
+def _role_words(membership: Membership) -> str:
+    return f"{membership.role.name} in {membership.project.slug}"
+
+
+def _account_to_link(claims: dict):
+    """The one existing account the provider vouches for by email, if any."""
+    email = claims.get("email")
+    if not email or claims.get("email_verified") is not True:
+        return None
+    candidates = list(
+        get_user_model()
+        .objects.filter(email__iexact=email, is_active=True, is_superuser=False)
+        .exclude(username__in=settings.OVERSIGHT_BREAK_GLASS_USERS)
+        .exclude(provider_identities__issuer=settings.OVERSIGHT_OIDC_ISSUER)[:2]
+    )
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def _new_account(claims: dict):
+    wished = claims.get("preferred_username") or (claims.get("email") or "").partition("@")[0]
+    base = re.sub(r"[^\w.@+-]", "-", wished)[:140] or "user"
+    users = get_user_model().objects
+    username, n = base, 1
+    while users.filter(username__iexact=username).exists():
+        n += 1
+        username = f"{base}-{n}"
+    return users.create_user(username)  # no usable password
+
+
+def _copy_profile(user, claims: dict) -> None:
+    """The provider's name and email address, kept up to date at each sign-in."""
+    fields = {
+        "email": claims.get("email") or user.email,
+        "first_name": (claims.get("given_name") or user.first_name)[:150],
+        "last_name": (claims.get("family_name") or user.last_name)[:150],
+    }
+    if any(getattr(user, field) != value for field, value in fields.items()):
+        for field, value in fields.items():
+            setattr(user, field, value)
+        user.save(update_fields=list(fields))
+
+
+def failed(request: HttpRequest, reason: str, status: int) -> HttpResponse:
+    return render(request, "registration/sign_in_failed.html", {"reason": reason}, status=status)
+
+
+class Start(OIDCAuthenticationRequestView):
+    """Sends the browser to the provider, with a fresh state, nonce and PKCE challenge."""
+
+    OIDC_OP_AUTH_ENDPOINT = _endpoint("authorization_endpoint")
+
+    def __init__(self, **kwargs) -> None:
+        super(OIDCAuthenticationRequestView, self).__init__(**kwargs)
+        self.OIDC_RP_CLIENT_ID = settings.OIDC_RP_CLIENT_ID
+
+    def get(self, request):
+        if not enabled():
+            raise Http404("Single sign-on is off.")
+        try:
+            return super().get(request)
+        except ProviderUnreachable as error:
+            return failed(request, str(error), 502)
+
+
+class Callback(OIDCAuthenticationCallbackView):
+    """Where the provider sends the browser back; every way it can go wrong is a page
+    that says what happened, never a server error."""
+
+    def get(self, request):
+        if not enabled():
+            raise Http404("Single sign-on is off.")
+        if error := request.GET.get("error"):
+            super().get(request)  # forgets the state, signs out
+            said = request.GET.get("error_description") or error
+            return failed(request, f"The sign-in provider said: {said[:300]}", 403)
+        if request.GET.get("state") not in request.session.get("oidc_states", {}):
+            return failed(
+                request,
+                "This sign-in expired or was started in another browser. Start again.",
+                400,
+            )
+        try:
+            return super().get(request)
+        except ProviderUnreachable as error:
+            return failed(request, str(error), 502)
+        except requests.HTTPError as error:
+            log.warning("single sign-on: the provider refused: %s", error)
+            return failed(request, "The sign-in provider refused this sign-in. Start again.", 403)
+        except requests.RequestException as error:
+            log.warning("single sign-on: the provider did not answer: %s", error)
+            return failed(request, "The sign-in provider did not answer. Try again.", 502)
+        except SuspiciousOperation as error:
+            log.warning("single sign-on: %s", error)
+            return failed(request, "The sign-in provider's answer could not be verified.", 403)
+
+    def login_failure(self):
+        reason = getattr(self.request, "sign_in_refusal", None)
+        return failed(self.request, reason or "The sign-in provider did not let you in.", 403)
+
+
+class SignOut(auth_views.LogoutView):
+    """Django's sign-out; after single sign-on, on to the provider's, so that the next
+    person at this browser is asked who they are instead of being let straight back in.
+
+    The way on is a page that goes there by itself, not a redirect: the pages' security
+    policy lets forms send to Oversight only (``form-action 'self'``), which a browser
+    applies to the sign-out form's redirects too."""
+
+    def post(self, request, *args, **kwargs):
+        id_token = request.session.get("oidc_id_token")
+        response = super().post(request, *args, **kwargs)
+        if id_token and enabled() and (provider_url := end_session_url(request, id_token)):
+            context = {"provider_url": provider_url, "provider": settings.OVERSIGHT_OIDC_NAME}
+            return render(request, "registration/signing_out.html", context)
+        return response
+
+
+def end_session_url(request: HttpRequest, id_token: str) -> str | None:
+    """Where to send a person signing out, so that the provider forgets them too; None
+    if it has no such endpoint or cannot be asked now."""
+    try:
+        endpoint = provider().get("end_session_endpoint")
+    except ProviderUnreachable:
+        return None
+    if not endpoint:
+        return None
+    back = request.build_absolute_uri(reverse("login"))
+    return f"{endpoint}?{urlencode({'id_token_hint': id_token, 'post_logout_redirect_uri': back})}"
