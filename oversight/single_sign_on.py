@@ -144,7 +144,10 @@ class ProviderSignIn(OIDCAuthenticationBackend):
         return {**payload, **userinfo}
 
     def verify_claims(self, claims) -> bool:
-        return bool(claims.get("sub"))
+        # A subject Oversight can keep (ProviderIdentity.subject); text claims are read
+        # through ``text`` below, whatever type the provider sent.
+        sub = claims.get("sub")
+        return isinstance(sub, str) and 0 < len(sub) <= 255
 
     def filter_users_by_claims(self, claims):
         return self.UserModel.objects.filter(
@@ -180,7 +183,17 @@ class ProviderSignIn(OIDCAuthenticationBackend):
 def groups_in(claims: dict) -> set[str]:
     """The groups claim, as a list of names (or one name)."""
     value = claims.get(settings.OVERSIGHT_OIDC_GROUPS_CLAIM) or []
-    return {value} if isinstance(value, str) else {str(group) for group in value}
+    if isinstance(value, str):
+        return {value}
+    if not isinstance(value, list):
+        return set()
+    return {group for group in value if isinstance(group, str)}
+
+
+def text(claims: dict, name: str, longest: int) -> str:
+    """A text claim as text, cut to what Oversight keeps; empty if absent or not text."""
+    value = claims.get(name)
+    return value[:longest] if isinstance(value, str) else ""
 
 
 def grant_roles(user, groups: set[str]) -> None:
@@ -213,7 +226,7 @@ def _role_words(membership: Membership) -> str:
 
 def _account_to_link(claims: dict):
     """The one existing account the provider vouches for by email, if any."""
-    email = claims.get("email")
+    email = text(claims, "email", 254)
     if not email or claims.get("email_verified") is not True:
         return None
     candidates = list(
@@ -226,7 +239,7 @@ def _account_to_link(claims: dict):
 
 
 def _new_account(claims: dict):
-    wished = claims.get("preferred_username") or (claims.get("email") or "").partition("@")[0]
+    wished = text(claims, "preferred_username", 140) or text(claims, "email", 254).partition("@")[0]
     base = re.sub(r"[^\w.@+-]", "-", wished)[:140] or "user"
     users = get_user_model().objects
     username, n = base, 1
@@ -239,9 +252,9 @@ def _new_account(claims: dict):
 def _copy_profile(user, claims: dict) -> None:
     """The provider's name and email address, kept up to date at each sign-in."""
     fields = {
-        "email": claims.get("email") or user.email,
-        "first_name": (claims.get("given_name") or user.first_name)[:150],
-        "last_name": (claims.get("family_name") or user.last_name)[:150],
+        "email": text(claims, "email", 254) or user.email,
+        "first_name": text(claims, "given_name", 150) or user.first_name,
+        "last_name": text(claims, "family_name", 150) or user.last_name,
     }
     if any(getattr(user, field) != value for field, value in fields.items()):
         for field, value in fields.items():

@@ -16,6 +16,7 @@ from runs.models import (
     Message,
     Operation,
     Project,
+    ProviderIdentity,
     Run,
     Session,
     SlackChannel,
@@ -52,6 +53,7 @@ class MembershipInline(admin.TabularInline):
     model = Membership
     extra = 1
     autocomplete_fields = ["user"]
+    readonly_fields = ["from_sign_in"]  # set by single sign-on only
 
 
 class SlackChannelInline(admin.StackedInline):
@@ -78,9 +80,23 @@ class ProjectAdmin(admin.ModelAdmin):
 
 @admin.register(Membership)
 class MembershipAdmin(admin.ModelAdmin):
-    list_display = ["user", "role", "project"]
-    list_filter = ["role", "project"]
+    list_display = ["user", "role", "project", "from_sign_in"]
+    list_filter = ["role", "project", "from_sign_in"]
     autocomplete_fields = ["user"]
+    readonly_fields = ["from_sign_in"]
+
+
+@admin.register(ProviderIdentity)
+class ProviderIdentityAdmin(admin.ModelAdmin):
+    """Who each account is at the single sign-on provider. Deleting a row unlinks the
+    account: the person's next sign-in links or makes one anew."""
+
+    list_display = ["user", "issuer", "subject", "linked_at", "last_sign_in_at"]
+    search_fields = ["user__username", "subject"]
+    readonly_fields = ["user", "issuer", "subject", "linked_at", "last_sign_in_at"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
 
 
 @admin.register(ApprovalPolicy)

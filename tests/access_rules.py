@@ -264,7 +264,14 @@ ADMIN_REFUSED = {
         frozenset({"add", "delete"}),
     ),
     **dict.fromkeys(
-        ["axes.accessattempt", "axes.accesslog", "axes.accessfailurelog"], frozenset({"add"})
+        [
+            "axes.accessattempt",
+            "axes.accesslog",
+            "axes.accessfailurelog",
+            # Made by a person's first single sign-on only.
+            "runs.provideridentity",
+        ],
+        frozenset({"add"}),
     ),
 }
 _ADMIN_MODEL_ROUTE = re.compile(r"admin/(\w+)/(\w+)/(.*)")

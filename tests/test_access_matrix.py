@@ -36,6 +36,7 @@ from runs.models import (
     Membership,
     Operation,
     Project,
+    ProviderIdentity,
     Role,
     Run,
     Session,
@@ -209,6 +210,9 @@ def build_world() -> World:
     tokens[rules.TOKEN_REVOKED].revoke()
     ApprovalPolicy.objects.create(project=a, action="ledger.transfer", approvals_required=2)
     _admin_rows()
+    ProviderIdentity.objects.create(
+        user=people[rules.A_REVIEWER], issuer="https://id.example.com", subject="a-reviewer"
+    )
     hook, delivery = endpoint_with_delivery(a, WebhookDelivery.Status.DELIVERED)
     reference = CheckpointArtifact.objects.get(checkpoint__run=run)
     objects = {

@@ -19,6 +19,7 @@ from runs.models import (
     Decision,
     Message,
     Operation,
+    ProviderIdentity,
     Run,
     Session,
 )
@@ -54,6 +55,9 @@ def demo(db, settings, tmp_path, monkeypatch):
     )
     AccessLog.objects.create(username="nobody", ip_address="127.0.0.1")
     AccessFailureLog.objects.create(username="nobody", ip_address="127.0.0.1")
+    # Nor anyone who signed in through a single sign-on provider.
+    someone = get_user_model().objects.order_by("pk").first()
+    ProviderIdentity.objects.create(user=someone, issuer="https://id.example.com", subject="1")
     return alert
 
 

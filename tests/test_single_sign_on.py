@@ -355,6 +355,31 @@ def test_a_good_id_token_is_read(signer):
     assert ProviderSignIn()._verify_jws(signer(), signer.public_key)["sub"] == "42"
 
 
+def test_claims_of_another_type_or_size_make_a_plain_account(settings, project):
+    """What the provider sends is read defensively: no claim can make a sign-in fail with
+    a server error, link an account, or grant a role by its shape alone."""
+    settings.OVERSIGHT_OIDC_ISSUER = "https://id.example.com"
+    settings.OVERSIGHT_OIDC_ROLES = (RoleRule("acme", "acme", "admin"),)
+    backend = ProviderSignIn()
+    odd = {
+        "sub": "7",
+        "preferred_username": ["root"],
+        "email": {"address": "reviewer@example.com"},
+        "email_verified": "true",
+        "given_name": "N" * 1000,
+        "groups": {"acme": "admin"},
+    }
+
+    user = backend.create_user(odd)
+
+    assert user.username == "user"
+    assert user.email == ""
+    assert user.first_name == "N" * 150
+    assert roles_of(user) == set()
+    assert not backend.verify_claims({"sub": 7})
+    assert not backend.verify_claims({"sub": "x" * 256})
+
+
 # --- Settings ---------------------------------------------------------------------------------
 
 
