@@ -24,6 +24,7 @@ from runs.models import (
     Preferences,
     Project,
     Run,
+    SlackIdentity,
     WebhookEvent,
 )
 from runs.models.operations import IRREVERSIBLE
@@ -431,12 +432,35 @@ class PreferencesForm(forms.ModelForm):
 
     class Meta:
         model = Preferences
-        fields = ["time_zone", "notify_pending", "quiet_from", "quiet_until", "shortcuts"]
+        fields = [
+            "time_zone",
+            "notify_pending",
+            "slack_direct",
+            "quiet_from",
+            "quiet_until",
+            "shortcuts",
+        ]
         # As the browser's time picker sends it, and shows a value it is given.
         widgets = {
             name: forms.TimeInput(attrs={"type": "time"}, format="%H:%M")
             for name in ("quiet_from", "quiet_until")
         }
+
+    def __init__(self, *args, **kwargs) -> None:
+        """The Slack box is there whatever its state (a choice kept for when Slack is
+        set up or the person linked); its help says when nothing would be sent."""
+        super().__init__(*args, **kwargs)
+        if why := self._nothing_in_slack():
+            field = self.fields["slack_direct"]
+            field.help_text = f"{field.help_text} {why}"
+
+    def _nothing_in_slack(self) -> str:
+        """Why no direct message would reach this person, or ""."""
+        if not settings.OVERSIGHT_SLACK_BOT_TOKEN:
+            return "Slack is not set up on this Oversight: nothing is sent there."
+        if not SlackIdentity.objects.filter(user_id=self.instance.user_id).exists():
+            return "Yours is not linked: nothing is sent until you link it, under Slack below."
+        return ""
 
     def save(self, commit: bool = True) -> Preferences:
         """Writes the person's own fields only: the row also holds the claim on their

@@ -1,7 +1,9 @@
 """A fake of Slack on loopback, for the tests: its Web API (``chat.postMessage``,
 ``chat.update``, ``views.open``, checking the bot token) and the ``response_url`` a
 callback carries, keeping every call; and Slack's side of the interactivity callbacks,
-signed as Slack signs them (or not), posted to Oversight's endpoint."""
+signed as Slack signs them (or not), posted to Oversight's endpoint. A message posted to
+a user (``U…``) goes to the app's direct conversation with them (``D…``), as in Slack,
+whose id the answer gives and ``chat.update`` needs."""
 
 import hashlib
 import hmac
@@ -30,7 +32,7 @@ class Handler(BaseHTTPRequestHandler):
         method = self.path.removeprefix("/api/")
         if self.headers.get("Authorization") != f"Bearer {BOT_TOKEN}":
             return self._answer({"ok": False, "error": "invalid_auth"})
-        if error := slack.refuse.get(method) or _invalid_blocks(body):
+        if error := slack.refuse.get(method) or _invalid_blocks(body) or _not_a_channel(body):
             return self._answer({"ok": False, "error": error})
         if method == "chat.postMessage":
             slack.while_posting()
@@ -38,6 +40,7 @@ class Handler(BaseHTTPRequestHandler):
         with slack.lock:
             if method == "chat.postMessage":
                 said["ts"] = f"{1_700_000_000 + len(slack.messages)}.000100"
+                said["channel"] = conversation(body["channel"])
                 slack.messages[said["ts"]] = body
             elif method == "chat.update":
                 slack.messages[body["ts"]] = body
@@ -131,6 +134,17 @@ def _invalid_blocks(body: dict) -> str:
         if block["type"] == "actions" and len(ids) != len(set(ids)):
             return "invalid_blocks"
     return ""
+
+
+def conversation(channel: str) -> str:
+    """Where Slack posts a message for ``channel``: a user's id opens the app's direct
+    conversation with them."""
+    return f"D{channel[1:]}" if channel.startswith("U") else channel
+
+
+def _not_a_channel(body: dict) -> str:
+    """Slack's refusal of an update addressed to a user rather than a conversation."""
+    return "channel_not_found" if "ts" in body and body.get("channel", "").startswith("U") else ""
 
 
 def callback(client, payload: dict, secret: str = SIGNING_SECRET, age: float = 0) -> object:

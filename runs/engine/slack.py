@@ -1,5 +1,6 @@
-"""Posting and updating projects' Slack messages (``runs.models.slack``), in the
-notification lane (``notifying``), outside any transaction.
+"""Posting and updating Slack messages (``runs.models.slack``: projects' channels and
+reviewers' direct messages), in the notification lane (``notifying``), outside any
+transaction.
 
 A round takes up to ``BATCH`` due messages (to post, or to update once decided),
 claims each as webhook deliveries are claimed (``runs.engine.webhooks``: a conditional
@@ -17,6 +18,12 @@ and 429 when it limits the rate: each is a failed attempt, tried again as a webh
 delivery is (1, 5, 25, 125 minutes, then every 8 hours; the first wait is longer than
 the seconds of Slack's ``Retry-After``), the eighth the last. A message whose item was
 decided before it was posted is not posted at all.
+
+A direct message is posted to its recipient's Slack user (Slack opens their
+conversation with the app, and answers with its id, which ``chat.update`` needs), only
+while they still want it (``_unwanted``), and never in their quiet hours
+(``Preferences.quiet_at``): one found due then waits, out of the round's batch, until
+they end. Updates go at any hour: Slack tells no one of an edited message.
 """
 
 import json
@@ -26,7 +33,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connections
-from django.db.models import Case, Q, Value, When
+from django.db.models import Case, Exists, OuterRef, Q, Value, When
 from django.db.models.functions import Now
 
 from runs.actions import http
@@ -36,6 +43,7 @@ from runs.engine.deliveries import CLAIM_MARGIN, Refused, failure_reason, log_fa
 from runs.engine.webhooks import MAX_ATTEMPTS, retry_wait
 from runs.logs import about
 from runs.models import HumanRequest, Operation, SlackMessage
+from runs.permissions import projects_with_perm
 
 log = logging.getLogger(__name__)
 BATCH = 5
@@ -48,11 +56,16 @@ def deliver_slack(now: datetime | None = None) -> int:
     """Post or update the due messages once (see above); returns how many were tried."""
     if not settings.OVERSIGHT_SLACK_BOT_TOKEN:
         return 0
-    due = _due(now or db_now())
-    over = [m for m in due if m.state == State.TO_POST and (m.outcome or not _waits(m))]
+    now = now or db_now()
+    due = _due(now)
+    over = [m for m in due if m.state == State.TO_POST and _not_to_post(m)]
     for message in over:  # Over before it was posted: no buttons for what no longer waits.
         _as_read(message).update(state=State.DONE, next_attempt_at=None)
-    due = [m for m in due if m not in over]
+    quiet = [m for m in due if m not in over and _quiet(m, now)]
+    for message in quiet:
+        ends = message.recipient.oversight_preferences.quiet_ends(now)
+        _as_read(message).update(next_attempt_at=ends)
+    due = [m for m in due if m not in over and m not in quiet]
     if not due:
         return 0
     until = db_now() + timedelta(seconds=2 * settings.OVERSIGHT_HTTP_DEADLINE) + CLAIM_MARGIN
@@ -87,15 +100,55 @@ def close_ended() -> int:
     return closed
 
 
+def _not_to_post(message: SlackMessage) -> bool:
+    """Whether ``message``, to post, is not to be posted: its item was decided or no
+    longer waits, or its recipient no longer wants it."""
+    return bool(message.outcome) or not _waits(message) or _unwanted(message)
+
+
 def _waits(message: SlackMessage) -> bool:
     if message.operation_id:
         return message.operation.status == Operation.Status.PROPOSED
     return message.request.status == HumanRequest.Status.OPEN
 
 
+def _unwanted(message: SlackMessage) -> bool:
+    """A direct message whose recipient, since it was recorded, turned direct messages
+    off, linked another Slack user or none, was deactivated or no longer decides in the
+    project: what waits is not shown to them."""
+    if message.recipient_id is None:
+        return False
+    recipient = message.recipient
+    identity = getattr(recipient, "slack_identity", None)
+    return not (
+        recipient.is_active
+        and recipient.oversight_preferences.slack_direct
+        and identity is not None
+        and identity.slack_user == message.channel
+        and message.recipient_decides
+    )
+
+
+def _quiet(message: SlackMessage, now: datetime) -> bool:
+    """A direct message to post while its recipient is in their quiet hours."""
+    if message.recipient_id is None or message.state != State.TO_POST:
+        return False
+    return message.recipient.oversight_preferences.quiet_at(now)
+
+
 def _due(now: datetime) -> list[SlackMessage]:
+    """The round's messages, with what making them reads: their item, its run and
+    session; a direct message's recipient, their preferences and Slack user, and
+    whether they still decide in the project (``recipient_decides``)."""
     found = SlackMessage.objects.filter(state__in=DUE, next_attempt_at__lte=now)
-    related = ("operation__run__session", "request__run__session")
+    related = (
+        "operation__run__session",
+        "request__run__session",
+        "recipient__oversight_preferences",
+        "recipient__slack_identity",
+    )
+    decides = projects_with_perm(OuterRef("recipient"), "decide_operation")
+    found = found.annotate(recipient_decides=Exists(decides.filter(pk=OuterRef("project_id"))))
     return list(found.select_related(*related).order_by("next_attempt_at", "pk")[:BATCH])
 
 
@@ -113,16 +166,17 @@ def _claim(message: SlackMessage, until: datetime) -> bool:
     return claimed == 1
 
 
-def _send(message: SlackMessage) -> str:
+def _send(message: SlackMessage) -> tuple[str, str]:
     """In a thread of the round: make the message and post it (or update it); returns
-    its ``ts``."""
+    its conversation's id and its ``ts``."""
     try:
         if message.state == State.TO_POST:
             said = slack_blocks.waiting(message)
-            return call("chat.postMessage", {"channel": message.channel, **said})["ts"]
+            posted = call("chat.postMessage", {"channel": message.channel, **said})
+            return posted["channel"], posted["ts"]
         said = slack_blocks.ended(message)
         call("chat.update", {"channel": message.channel, "ts": message.ts, **said})
-        return message.ts
+        return message.channel, message.ts
     finally:
         connections.close_all()  # This thread's only.
 
@@ -148,7 +202,7 @@ def call(method: str, arguments: dict) -> dict:
 
 def _outcome(message: SlackMessage, sent: Future) -> None:
     try:
-        ts = sent.result()
+        channel, ts = sent.result()
     except Exception as error:
         _failed(message, error)
         return
@@ -160,6 +214,7 @@ def _outcome(message: SlackMessage, sent: Future) -> None:
     # and left it so, with its outcome): update it at once.
     decided = When(outcome__gt="", then=Value(State.TO_UPDATE))
     claimed.filter(state=State.TO_POST).update(
+        channel=channel,
         ts=ts,
         state=Case(decided, default=Value(State.POSTED)),
         attempts=0,

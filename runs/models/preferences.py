@@ -1,5 +1,5 @@
 import zoneinfo
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -12,9 +12,10 @@ def validate_time_zone(value: str) -> None:
 
 
 class Preferences(models.Model):
-    """A person's settings: the time zone pages show times in, whether they get batched
-    emails about new operations and requests waiting for their decision and their quiet
-    hours for them, and whether single keys act on the queue and operation pages."""
+    """A person's settings: the time zone pages show times in, the channels that tell
+    them of operations and requests waiting for their decision (batched emails, Slack
+    direct messages) and their quiet hours for both, and whether single keys act on
+    the queue and operation pages."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oversight_preferences"
@@ -24,14 +25,21 @@ class Preferences(models.Model):
         default=True,
         help_text="Email me, batched, when operations or requests wait for my decision.",
     )
+    # Read when an item starts waiting (``runs.services.slack.waiting``) and again
+    # before its message is posted (``runs.engine.slack``).
+    slack_direct = models.BooleanField(
+        db_default=False,
+        help_text="Also message me directly in Slack when operations or requests wait for "
+        "my decision (your Slack user must be linked).",
+    )
     # On the person's own clock (``time_zone``); both or neither (``clean``), the span
     # crossing midnight where it ends earlier than it starts. Read by ``quiet_at``.
     quiet_from = models.TimeField(
         null=True,
         blank=True,
         verbose_name="quiet hours from",
-        help_text="No emails about waiting work from this time, in your time zone; what "
-        "waited is in your first email after. Alerts to admins still come at any hour.",
+        help_text="No emails or Slack messages about waiting work from this time, in your "
+        "time zone; what waited comes after them. Alerts to admins still come at any hour.",
     )
     quiet_until = models.TimeField(
         null=True,
@@ -95,6 +103,14 @@ class Preferences(models.Model):
         if self.quiet_from < self.quiet_until:
             return self.quiet_from <= local < self.quiet_until
         return local >= self.quiet_from or local < self.quiet_until  # Across midnight.
+
+    def quiet_ends(self, instant: datetime) -> datetime:
+        """When the quiet hours ``instant`` falls in (``quiet_at``) end: the next
+        ``quiet_until`` on this person's clock after it."""
+        zone = zoneinfo.ZoneInfo(self.time_zone)
+        local = instant.astimezone(zone)
+        end = datetime.combine(local.date(), self.quiet_until, zone)
+        return end if end > local else end + timedelta(days=1)
 
 
 class Notified(models.Model):

@@ -77,24 +77,43 @@ class SlackMessageState(models.TextChoices):
 
 
 class SlackMessage(models.Model):
-    """An operation or a request waiting in a project with a Slack channel, as its
-    message there. Recorded in the transaction of the proposal (or the question), and
-    marked for update in the transaction of the decision; the notification lane posts
-    and updates it (``runs.engine.slack``)."""
+    """An operation or a request waiting in a project, as a message in Slack: in the
+    project's channel (no ``recipient``), or directly to one reviewer who chose it
+    (``Preferences.slack_direct``), in their conversation with the app. Recorded in the
+    transaction of the proposal (or the question), and marked for update in the
+    transaction of the decision; the notification lane posts and updates it
+    (``runs.engine.slack``)."""
 
     State = SlackMessageState
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
-    operation = models.OneToOneField(
-        Operation, null=True, blank=True, on_delete=models.CASCADE, related_name="slack_message"
+    # Indexed by the unique constraints below, which lead with them.
+    operation = models.ForeignKey(
+        Operation,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="slack_messages",
+        db_index=False,
     )
-    request = models.OneToOneField(
+    request = models.ForeignKey(
         HumanRequest,
         null=True,
         blank=True,
         on_delete=models.CASCADE,
-        related_name="slack_message",
+        related_name="slack_messages",
+        db_index=False,
     )
+    # Whom a direct message is for; none for the project's channel.
+    recipient = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+    )
+    # The channel's id, or a direct message's recipient's Slack user (U…) until Slack
+    # answers the post with the conversation's id (D…), which ``chat.update`` needs.
     channel = models.CharField(max_length=32)
     ts = models.CharField(max_length=32, blank=True, default="")
     state = models.CharField(max_length=16, choices=State.choices, default=State.TO_POST)
@@ -111,6 +130,26 @@ class SlackMessage(models.Model):
                 name="slack_message_one_item",
             ),
             choices_constraint("state", SlackMessageState, "slack_message_state_valid"),
+            # One message per item in the channel.
+            models.UniqueConstraint(
+                fields=["operation"],
+                condition=Q(recipient__isnull=True),
+                name="slack_message_operation_in_channel",
+            ),
+            models.UniqueConstraint(
+                fields=["request"],
+                condition=Q(recipient__isnull=True),
+                name="slack_message_request_in_channel",
+            ),
+            # One direct message per item and recipient (a channel's null recipient
+            # never conflicts). Also the index of a decision's update of the item's
+            # messages (``runs.services.slack.decided``) and of their deletion with it.
+            models.UniqueConstraint(
+                fields=["operation", "recipient"], name="slack_message_operation_direct"
+            ),
+            models.UniqueConstraint(
+                fields=["request", "recipient"], name="slack_message_request_direct"
+            ),
         ]
         indexes = [
             models.Index(
@@ -127,9 +166,11 @@ class SlackMessage(models.Model):
         ]
 
     def __str__(self) -> str:
-        if self.operation_id:
-            return f"Slack message of operation {self.operation_id}: {self.state}"
-        return f"Slack message of request {self.request_id}: {self.state}"
+        item = (
+            f"operation {self.operation_id}" if self.operation_id else f"request {self.request_id}"
+        )
+        to = f" to user {self.recipient_id}" if self.recipient_id else ""
+        return f"Slack message of {item}{to}: {self.state}"
 
     @property
     def item(self) -> Operation | HumanRequest:
