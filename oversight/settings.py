@@ -203,6 +203,12 @@ OVERSIGHT_SESSION_MAX_SECONDS = env_int(
     "OVERSIGHT_SESSION_MAX_SECONDS", 12 * 3600, minimum=OVERSIGHT_SESSION_IDLE_SECONDS
 )
 SESSION_COOKIE_AGE = OVERSIGHT_SESSION_MAX_SECONDS
+# A role the provider's groups gave lasts this long after the sign-in that last confirmed
+# it (runs/services/memberships.py): the longest a person removed from a group at the
+# provider keeps it, by any way in (a Slack button needs no session).
+OVERSIGHT_OIDC_ROLE_SECONDS = env_int(
+    "OVERSIGHT_OIDC_ROLE_SECONDS", OVERSIGHT_SESSION_MAX_SECONDS, minimum=60
+)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -12,7 +12,8 @@ On top of the library:
   without a usable password.
 - **Roles follow the provider's groups** (``OVERSIGHT_OIDC_ROLES``): each sign-in grants
   the memberships its groups map to and takes back those it granted before that they no
-  longer map to. Memberships an admin gave by hand are left alone.
+  longer map to; without a sign-in they lapse (``runs/services/memberships.py``).
+  Memberships an admin gave by hand are left alone.
 - **Nothing here touches the network until someone chooses single sign-on**: the backend
   is built for every password sign-in too, and the break-glass admin must get in while
   the provider is down.
@@ -29,24 +30,25 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.backends import ModelBackend
-from django.contrib.auth.models import Group
 from django.core.exceptions import SuspiciousOperation
 from django.db import IntegrityError, transaction
+from django.db.models.functions import Now
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
-from django.utils import timezone
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.views import (
     OIDCAuthenticationCallbackView,
     OIDCAuthenticationRequestView,
 )
 
-from runs.models import Membership, Project, ProviderIdentity
+from runs.models import ProviderIdentity
+from runs.services.memberships import grant_roles
 
 log = logging.getLogger("oversight.sign_in")
 
 DISCOVERY_PATH = "/.well-known/openid-configuration"
+CLOCK_LEEWAY_SECONDS = 60
 ENDPOINTS = ("authorization_endpoint", "token_endpoint", "userinfo_endpoint", "jwks_uri")
 
 
@@ -120,18 +122,32 @@ class ProviderSignIn(OIDCAuthenticationBackend):
         # the provider ends once single sign-on is turned off.
         return ModelBackend.get_user(self, user_id) if enabled() else None
 
-    def _verify_jws(self, payload, key):
-        """The library's check, with the issuer and audience checked too."""
-        algorithm = jwt.get_unverified_header(payload).get("alg")
-        if algorithm != self.OIDC_RP_SIGN_ALGO:
-            raise SuspiciousOperation(f"ID token signed with {algorithm!r}")
+    def get_token(self, payload):
+        token = super().get_token(payload)
+        if not (isinstance(token, dict) and isinstance(token.get("id_token"), str)):
+            raise SuspiciousOperation("the token endpoint answered without an ID token")
+        return token
+
+    def retrieve_matching_jwk(self, token):
         try:
+            return super().retrieve_matching_jwk(token)
+        except (KeyError, TypeError, AttributeError, jwt.PyJWTError) as error:
+            raise SuspiciousOperation(f"no usable key for the ID token: {error!r}") from error
+
+    def _verify_jws(self, payload, key):
+        """The library's check, with the issuer and audience checked too, and a minute
+        of leeway for the provider's clock."""
+        try:
+            algorithm = jwt.get_unverified_header(payload).get("alg")
+            if algorithm != self.OIDC_RP_SIGN_ALGO:
+                raise SuspiciousOperation(f"ID token signed with {algorithm!r}")
             return jwt.decode(
                 payload,
                 key,
                 algorithms=[algorithm],
                 audience=self.OIDC_RP_CLIENT_ID,
                 issuer=settings.OVERSIGHT_OIDC_ISSUER,
+                leeway=CLOCK_LEEWAY_SECONDS,
                 options={"require": ["exp", "iat", "sub"]},
             )
         except jwt.PyJWTError as error:
@@ -156,14 +172,21 @@ class ProviderSignIn(OIDCAuthenticationBackend):
         )
 
     def create_user(self, claims):
-        try:
-            with transaction.atomic():
-                user = _account_to_link(claims) or _new_account(claims)
-                ProviderIdentity.objects.create(
-                    user=user, issuer=settings.OVERSIGHT_OIDC_ISSUER, subject=claims["sub"]
-                )
-        except IntegrityError:  # the same person's first sign-in in another tab won
-            user = self.filter_users_by_claims(claims).get()
+        for _ in range(3):
+            try:
+                with transaction.atomic():
+                    user = _account_to_link(claims) or _new_account(claims)
+                    ProviderIdentity.objects.create(
+                        user=user, issuer=settings.OVERSIGHT_OIDC_ISSUER, subject=claims["sub"]
+                    )
+                break
+            except IntegrityError:
+                # This person's first sign-in in another tab won (then use its account),
+                # or someone else's took the user name a moment ago (then try again).
+                if user := self.filter_users_by_claims(claims).first():
+                    break
+        else:
+            raise SuspiciousOperation("no free user name after three tries")
         log.info("single sign-on: %s is %s at the provider", user, claims["sub"])
         return self.update_user(user, claims)
 
@@ -175,7 +198,7 @@ class ProviderSignIn(OIDCAuthenticationBackend):
             _copy_profile(user, claims)
             ProviderIdentity.objects.filter(
                 user=user, issuer=settings.OVERSIGHT_OIDC_ISSUER, subject=claims["sub"]
-            ).update(last_sign_in_at=timezone.now())
+            ).update(last_sign_in_at=Now())
             grant_roles(user, groups_in(claims))
         return user
 
@@ -196,38 +219,12 @@ def text(claims: dict, name: str, longest: int) -> str:
     return value[:longest] if isinstance(value, str) else ""
 
 
-def grant_roles(user, groups: set[str]) -> None:
-    """Make the memberships granted at sign-in exactly those ``groups`` map to. A rule
-    naming a project that does not exist grants nothing (and says so in the log)."""
-    rules = [rule for rule in settings.OVERSIGHT_OIDC_ROLES if rule.group in groups]
-    projects = Project.objects.in_bulk([rule.project for rule in rules], field_name="slug")
-    roles = Group.objects.in_bulk({rule.role for rule in rules}, field_name="name")
-    wanted = set()
-    for rule in rules:
-        if rule.project not in projects:
-            log.warning("single sign-on: no project %r for group %r", rule.project, rule.group)
-            continue
-        wanted.add((projects[rule.project].pk, roles[rule.role].pk))
-    held = {(m.project_id, m.role_id): m for m in Membership.objects.filter(user=user)}
-    for key, membership in held.items():
-        if membership.from_sign_in and key not in wanted:
-            membership.delete()
-            log.info("single sign-on: %s is no longer %s", user, _role_words(membership))
-    for project_id, role_id in wanted - held.keys():
-        granted = Membership.objects.create(
-            user=user, project_id=project_id, role_id=role_id, from_sign_in=True
-        )
-        log.info("single sign-on: %s is now %s", user, _role_words(granted))
-
-
-def _role_words(membership: Membership) -> str:
-    return f"{membership.role.name} in {membership.project.slug}"
-
-
 def _account_to_link(claims: dict):
     """The one existing account the provider vouches for by email, if any."""
     email = text(claims, "email", 254)
-    if not email or claims.get("email_verified") is not True:
+    # ASCII only, and equal once lowercased: PostgreSQL's case-insensitive match would
+    # also take an address spelt with a dotless i (U+0131) for one with an i.
+    if not email.isascii() or "@" not in email or claims.get("email_verified") is not True:
         return None
     candidates = list(
         get_user_model()
@@ -235,6 +232,7 @@ def _account_to_link(claims: dict):
         .exclude(username__in=settings.OVERSIGHT_BREAK_GLASS_USERS)
         .exclude(provider_identities__issuer=settings.OVERSIGHT_OIDC_ISSUER)[:2]
     )
+    candidates = [user for user in candidates if user.email.lower() == email.lower()]
     return candidates[0] if len(candidates) == 1 else None
 
 
@@ -242,8 +240,9 @@ def _new_account(claims: dict):
     wished = text(claims, "preferred_username", 140) or text(claims, "email", 254).partition("@")[0]
     base = re.sub(r"[^\w.@+-]", "-", wished)[:140] or "user"
     users = get_user_model().objects
+    reserved = {name.lower() for name in settings.OVERSIGHT_BREAK_GLASS_USERS}
     username, n = base, 1
-    while users.filter(username__iexact=username).exists():
+    while username.lower() in reserved or users.filter(username__iexact=username).exists():
         n += 1
         username = f"{base}-{n}"
     return users.create_user(username)  # no usable password
@@ -291,16 +290,18 @@ class Callback(OIDCAuthenticationCallbackView):
     def get(self, request):
         if not enabled():
             raise Http404("Single sign-on is off.")
-        if error := request.GET.get("error"):
-            super().get(request)  # forgets the state, signs out
-            said = request.GET.get("error_description") or error
-            return failed(request, f"The sign-in provider said: {said[:300]}", 403)
+        # First of all, a sign-in this browser started: a link forged elsewhere, with an
+        # error or a code, signs no one out or in and shows none of its text.
         if request.GET.get("state") not in request.session.get("oidc_states", {}):
             return failed(
                 request,
                 "This sign-in expired or was started in another browser. Start again.",
                 400,
             )
+        if error := request.GET.get("error"):
+            super().get(request)  # forgets the state, signs out
+            said = request.GET.get("error_description") or error
+            return failed(request, f"The sign-in provider said: {said[:300]}", 403)
         try:
             return super().get(request)
         except ProviderUnreachable as error:
@@ -347,4 +348,5 @@ def end_session_url(request: HttpRequest, id_token: str) -> str | None:
     if not endpoint:
         return None
     back = request.build_absolute_uri(reverse("login"))
-    return f"{endpoint}?{urlencode({'id_token_hint': id_token, 'post_logout_redirect_uri': back})}"
+    query = urlencode({"id_token_hint": id_token, "post_logout_redirect_uri": back})
+    return f"{endpoint}{'&' if '?' in endpoint else '?'}{query}"

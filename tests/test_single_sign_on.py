@@ -4,8 +4,9 @@ followed, the provider's own sign-in form filled in, cookies kept per site."""
 
 import re
 import time
+from datetime import timedelta
 from html import unescape
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import parse_qs, urljoin, urlsplit
 
 import jwt
 import pytest
@@ -17,6 +18,8 @@ from django.core.exceptions import ImproperlyConfigured, SuspiciousOperation
 
 from oversight.env import ROLE_NAMES, RoleRule, env_issuer, env_role_rules
 from oversight.single_sign_on import ProviderSignIn
+from runs.clock import db_now
+from runs.engine.worker import Worker
 from runs.models import Membership, Project, ProviderIdentity, Role
 from runs.permissions import role_group
 from tests.conftest import make_user
@@ -247,10 +250,12 @@ def test_an_account_of_the_provider_has_no_password_to_change_here(sso, live_ser
 
 def test_what_goes_wrong_on_the_way_back_is_a_page_not_an_error(sso, live_server, settings):
     web = requests.Session()
-    refused = web.get(
-        f"{live_server.url}/accounts/sso/callback/",
-        params={"error": "access_denied", "error_description": "<b>Not today</b>"},
-    )
+    started = web.get(f"{live_server.url}/accounts/sso/start/", allow_redirects=False)
+    state = parse_qs(urlsplit(started.headers["Location"]).query)["state"][0]
+    said = {"error": "access_denied", "error_description": "<b>Not today</b>"}
+
+    refused = web.get(f"{live_server.url}/accounts/sso/callback/", params={**said, "state": state})
+
     assert refused.status_code == 403
     assert "The sign-in provider said: &lt;b&gt;Not today&lt;/b&gt;" in refused.text
 
@@ -261,6 +266,65 @@ def test_what_goes_wrong_on_the_way_back_is_a_page_not_an_error(sso, live_server
     assert wrong.status_code == 403
     assert "refused this sign-in" in wrong.text
     assert not User.objects.filter(username="olga").exists()
+
+
+def test_a_callback_this_browser_did_not_start_changes_nothing(sso, live_server):
+    """A forged link to the callback, with an error or a code, neither signs the person
+    out nor shows its text on Oversight's page."""
+    sso.set_user("ruth", PASSWORD, email="ruth@example.com", groups=[])
+    web = requests.Session()
+    sign_in(web, live_server.url, "ruth")
+    forged = {"error": "access_denied", "error_description": "Call IT on 555-0100"}
+
+    page = web.get(f"{live_server.url}/accounts/sso/callback/", params=forged)
+
+    assert page.status_code == 400
+    assert "555-0100" not in page.text
+    assert signed_in_as(web, live_server.url) == "ruth"
+
+
+def test_a_look_alike_address_links_no_one(sso, live_server):
+    """On PostgreSQL a case-insensitive match takes a dotless i for an i: an address the
+    provider verified that only looks like someone's does not reach their account."""
+    User.objects.filter(pk=make_user("alice", None).pk).update(email="alice@gmail.com")
+    sso.set_user("mallory", PASSWORD, email="al\u0131ce@gma\u0131l.com", groups=[])
+    web = requests.Session()
+
+    sign_in(web, live_server.url, "mallory")
+
+    assert signed_in_as(web, live_server.url) == "mallory"
+
+
+def test_a_break_glass_name_is_never_given_to_a_provider_account(sso, live_server, settings):
+    settings.OVERSIGHT_BREAK_GLASS_USERS = ["root"]
+    sso.set_user("root", PASSWORD, email="someone@example.com", groups=[])
+    web = requests.Session()
+
+    sign_in(web, live_server.url, "root")
+
+    assert signed_in_as(web, live_server.url) == "root-2"
+
+
+def test_roles_from_groups_end_when_no_sign_in_confirms_them(sso, live_server, settings):
+    """Oversight learns of groups only at a sign-in: a role they gave lasts
+    OVERSIGHT_OIDC_ROLE_SECONDS after the last one, then a worker takes it back (a Slack
+    button or a password would otherwise keep it for ever)."""
+    sso.set_user("sam", PASSWORD, email="sam@example.com", groups=["payments-reviewers"])
+    sign_in(requests.Session(), live_server.url, "sam")
+    sam = User.objects.get(username="sam")
+    Project.objects.get(slug="acme").memberships.create(user=sam, role=role_group(Role.AUDITOR))
+
+    Worker("test-worker").housekeeping()
+    assert roles_of(sam) == {("acme", Role.REVIEWER, True), ("acme", Role.AUDITOR, False)}
+
+    ProviderIdentity.objects.filter(user=sam).update(
+        last_sign_in_at=db_now() - timedelta(seconds=settings.OVERSIGHT_OIDC_ROLE_SECONDS + 1)
+    )
+    Worker("another-worker").housekeeping()
+
+    assert roles_of(sam) == {("acme", Role.AUDITOR, False)}
+    sign_in(requests.Session(), live_server.url, "sam")  # and a sign-in gives it again
+    assert roles_of(sam) == {("acme", Role.REVIEWER, True), ("acme", Role.AUDITOR, False)}
 
 
 def test_a_provider_out_of_reach_is_said_so(sso, live_server, settings, refused_port):

@@ -41,6 +41,7 @@ from runs.errors import StaleVersion
 from runs.logs import about
 from runs.models import Operation, Run, WorkerHeartbeat
 from runs.services.decisions import expire_due_operations
+from runs.services.memberships import expire_sign_in_roles
 from runs.services.requests import expire_due_requests
 
 log = logging.getLogger(__name__)
@@ -146,9 +147,10 @@ class Worker:
 
     def housekeeping(self) -> bool:
         """Expire what is overdue (proposals, approvals, human requests), settle abandoned
-        agent operations, and once a minute clear killed writers' temporary files and
-        delete expired API replies; unless the notifications have their own lane, deliver
-        due alerts and, once a minute, notify reviewers. A failure here (a database busy
+        agent operations, and once a minute clear killed writers' temporary files, delete
+        expired API replies and take back roles no sign-in confirmed in time; unless the
+        notifications have their own lane, deliver due alerts and, once a minute, notify
+        reviewers. A failure here (a database busy
         past its timeout) is logged, and the step goes on."""
         self.next_due = time.monotonic() + DUE_EVERY_SECONDS
         minutely = time.monotonic() >= self.next_housekeeping
@@ -165,6 +167,7 @@ class Worker:
                 self.next_housekeeping = time.monotonic() + HOUSEKEEPING_EVERY_SECONDS
                 clear_leftovers()
                 purge_expired(now)
+                expire_sign_in_roles(now)
         except Exception:
             log.exception("worker %s: housekeeping failed", self.name)
             return False
