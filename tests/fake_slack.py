@@ -1,5 +1,5 @@
 """A fake of Slack on loopback, for the tests: its Web API (``chat.postMessage``,
-``chat.update``, ``views.open``, checking the bot token) and the ``response_url`` a
+``chat.update``, ``chat.delete``, ``views.open``, checking the bot token) and the ``response_url`` a
 callback carries, keeping every call; and Slack's side of the interactivity callbacks,
 signed as Slack signs them (or not), posted to Oversight's endpoint. A message posted to
 a user (``U…``) goes to the app's direct conversation with them (``D…``), as in Slack,
@@ -44,6 +44,8 @@ class Handler(BaseHTTPRequestHandler):
                 slack.messages[said["ts"]] = body
             elif method == "chat.update":
                 slack.messages[body["ts"]] = body
+            elif method == "chat.delete":
+                slack.messages.pop(body["ts"], None)
         slack.record(method, body)
         self._answer(said)
 

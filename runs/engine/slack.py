@@ -213,7 +213,7 @@ def _outcome(message: SlackMessage, sent: Future) -> None:
     # Posted. Decided meanwhile (``runs.services.slack.decided`` found it still to post
     # and left it so, with its outcome): update it at once.
     decided = When(outcome__gt="", then=Value(State.TO_UPDATE))
-    claimed.filter(state=State.TO_POST).update(
+    recorded = claimed.filter(state=State.TO_POST).update(
         channel=channel,
         ts=ts,
         state=Case(decided, default=Value(State.POSTED)),
@@ -221,6 +221,20 @@ def _outcome(message: SlackMessage, sent: Future) -> None:
         next_attempt_at=Case(When(outcome__gt="", then=Now()), default=None),
         last_error="",
     )
+    if not recorded:
+        _withdraw(message, channel, ts)
+
+
+def _withdraw(message: SlackMessage, channel: str, ts: str) -> None:
+    """A post under a claim that lapsed (this worker was stopped or slow, and another
+    took the message over and posted it too): delete ours, which nothing would ever
+    update, rather than leave its buttons beside the message that is kept."""
+    try:
+        call("chat.delete", {"channel": channel, "ts": ts})
+    except Exception as error:
+        log.warning("Slack: %s was posted twice; deleting ours failed: %s", message, error)
+    else:
+        log.info("Slack: %s was posted by another worker too; ours is deleted", message)
 
 
 def _failed(message: SlackMessage, error: Exception) -> None:
