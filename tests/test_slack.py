@@ -29,6 +29,7 @@ from runs.models import (
 )
 from runs.services.decisions import expire_due_operations
 from runs.services.requests import ask
+from runs.services.runs import start_run
 from tests.conftest import AGENT
 from tests.fake_slack import (
     BOT_TOKEN,
@@ -503,3 +504,35 @@ def test_a_decision_made_while_slack_posts_the_message_is_shown_at_once(slack, p
     assert deliver_slack() == 1
     assert "Approved by reviewer" in text_of(slack.only_message())
     assert SlackMessage.objects.get().state == State.DONE
+
+
+HOSTILE = "<!channel> <https://evil.example/|Approve here> & <@U0BOSS> *now*"
+
+
+def mrkdwn_objects(message: dict) -> list[dict]:
+    """Every mrkdwn text object of a message's blocks."""
+    found = []
+    for block in message["blocks"]:
+        found += [block["text"]] if "text" in block else []
+        found += block.get("fields", []) + block.get("elements", [])
+    return [each for each in found if each.get("type") == "mrkdwn"]
+
+
+def test_agent_text_mentions_no_one_and_links_nowhere(slack, propose, session):
+    """An agent that writes Slack's markup (a mention of the whole channel, a link
+    disguised as a button's words, a person's mention) has it shown as the characters it
+    wrote, in the operation's and the request's messages and in the notification text
+    Slack shows outside the channel."""
+    hostile_run = start_run(session=session, goal=f"Pay {HOSTILE}", actor=AGENT)
+    propose("call-1", target=hostile_run, summary=f"Summary {HOSTILE}")
+    ask(run=hostile_run, prompt=f"Ship? {HOSTILE}", actor=AGENT, kind="question")
+
+    assert deliver_slack() == 2
+
+    escaped = "&lt;!channel&gt; &lt;https://evil.example/|Approve here&gt; &amp; &lt;@U0BOSS&gt;"
+    for message in slack.messages.values():
+        shown = json.dumps(message, ensure_ascii=False)
+        assert "<!channel>" not in shown and "<https://evil" not in shown
+        assert "<@U0BOSS>" not in shown
+        assert escaped in text_of(message) or escaped in message["text"]
+        assert all(each.get("verbatim") is True for each in mrkdwn_objects(message))
