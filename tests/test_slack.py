@@ -6,6 +6,7 @@ user who lost the role, with a forged signature or an old timestamp decides noth
 
 import json
 import re
+import time
 from datetime import timedelta
 from io import StringIO
 
@@ -14,6 +15,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.db import connections
 
+from runs.actions.base import PREVIEW_BUDGET
 from runs.actions.files import workspace_of
 from runs.clock import db_now
 from runs.engine.slack import close_ended, deliver_slack
@@ -30,7 +32,7 @@ from runs.models import (
 from runs.services.decisions import expire_due_operations
 from runs.services.requests import ask
 from runs.services.runs import start_run
-from tests.conftest import AGENT
+from tests.conftest import AGENT, http_arguments
 from tests.fake_slack import (
     BOT_TOKEN,
     CHANNEL,
@@ -42,6 +44,7 @@ from tests.fake_slack import (
     text_of,
 )
 from tests.helpers import decide_on
+from tests.test_worker_effects import Hanging
 
 pytestmark = pytest.mark.django_db(transaction=True)  # The lane's threads read the rows.
 State = SlackMessage.State
@@ -536,3 +539,29 @@ def test_agent_text_mentions_no_one_and_links_nowhere(slack, propose, session):
         assert "<@U0BOSS>" not in shown
         assert escaped in text_of(message) or escaped in message["text"]
         assert all(each.get("verbatim") is True for each in mrkdwn_objects(message))
+
+
+def test_a_target_that_hangs_holds_its_own_message_only(slack, propose, settings):
+    """Making a message reads the preview from the live target. One whose target never
+    answers is posted after the preview's budget (3 s), its preview saying so, and the
+    message beside it in the same round waits no longer than that."""
+    target = Hanging()
+    settings.OVERSIGHT_HTTP_ALLOWED_HOSTS = [*settings.OVERSIGHT_HTTP_ALLOWED_HOSTS, target.host]
+    stuck = propose(
+        "call-1",
+        action="http.request",
+        arguments=http_arguments(f"http://{target.host}"),
+        rollback_kind=Operation.RollbackKind.OUT_OF_BAND,
+    )
+    fine = propose("call-2")
+    try:
+        started = time.monotonic()
+        assert deliver_slack() == 2
+        took = time.monotonic() - started
+    finally:
+        target.close()
+
+    assert took < PREVIEW_BUDGET.seconds + 2
+    shown = {message.operation_id: message.ts for message in SlackMessage.objects.all()}
+    assert "did not finish answering within 3 s" in text_of(slack.messages[shown[stuck.pk]])
+    assert "A → B: 100" in text_of(slack.messages[shown[fine.pk]])
