@@ -34,6 +34,7 @@ SETTINGS = {
     "auth_permission",
     "runs_project",
     "runs_membership",
+    "runs_provideridentity",
     "runs_approvalpolicy",
     "runs_webhookendpoint",
 }

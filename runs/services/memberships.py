@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 
 from runs.models import Membership, Project, ProviderIdentity
 
@@ -49,8 +50,8 @@ def expire_sign_in_roles(now: datetime) -> int:
     """Take back the roles granted at sign-in of everyone whose last sign-in through the
     provider is older than ``OVERSIGHT_OIDC_ROLE_SECONDS`` at ``now``; how many."""
     cutoff = now - timedelta(seconds=settings.OVERSIGHT_OIDC_ROLE_SECONDS)
-    confirmed = ProviderIdentity.objects.filter(last_sign_in_at__gte=cutoff).values("user")
-    lapsed = Membership.objects.filter(from_sign_in=True).exclude(user__in=confirmed)
+    confirmed = ProviderIdentity.objects.filter(user=OuterRef("user"), last_sign_in_at__gte=cutoff)
+    lapsed = Membership.objects.filter(from_sign_in=True).exclude(Exists(confirmed))
     taken = [f"{m.user} {_role_words(m)}" for m in lapsed.select_related("user", "role", "project")]
     if taken:
         lapsed.delete()
