@@ -6,7 +6,7 @@ from django.contrib.auth.models import Group, Permission
 from django.db.models import QuerySet
 
 from runs.errors import NotPermitted
-from runs.models import Membership, Project, Role
+from runs.models import HumanRequest, Membership, Operation, Project, Role
 
 _READ = [
     "view_project",
@@ -62,3 +62,23 @@ def projects_with_perm(user, codename: str) -> QuerySet[Project]:
         memberships__role__permissions__codename=codename,
         memberships__role__permissions__content_type__app_label="runs",
     ).distinct()
+
+
+def own_interest(item: Operation | HumanRequest, reviewer) -> str | None:
+    """Why ``reviewer`` may not decide on ``item`` (four eyes), if so: they own its run,
+    or the agent token that proposed the operation (asked the request) acts for them or
+    was issued by them, whoever owns the run: whoever mints a token can drive its agent.
+    One rule for operations and human requests."""
+    if item.run.session.owner_id == reviewer.pk:
+        return "you own this run, so someone else must decide on it"
+    if isinstance(item, HumanRequest):
+        token, did = item.asked_by_token, "asked"
+    else:
+        token, did = item.proposed_by_token, "proposed"
+    if token is None:
+        return None
+    if token.owner_id == reviewer.pk:
+        return f"you own the agent token that {did} this, so someone else must decide on it"
+    if token.issued_by_id == reviewer.pk:
+        return f"you issued the agent token that {did} this, so someone else must decide on it"
+    return None

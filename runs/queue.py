@@ -68,7 +68,7 @@ def next_waiting(reviewer, after: Operation | HumanRequest, *, back: bool = Fals
     stands. So ``n`` walks forward through the queue and ``k`` back, instead of always
     opening the oldest (which, from the oldest, went back and forth between the first
     two). Their own token is one that acts for them or that they issued
-    (``decisions.own_interest``)."""
+    (``permissions.own_interest``)."""
     if isinstance(after, HumanRequest):
         items, token, approved = open_requests_for(reviewer), "asked_by_token", None
     else:

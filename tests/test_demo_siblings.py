@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from runs.models import Operation
-from runs.services.decisions import own_interest
+from runs.permissions import own_interest
 from tests.helpers import page_of
 from tests.test_siblings import listed, together
 

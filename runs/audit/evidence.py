@@ -288,7 +288,7 @@ def _unchained_previews(content: dict) -> list[str]:
 
 
 def _own_interests(content: dict) -> list[str]:
-    """The decisions made by someone four eyes bars (``decisions.own_interest``): the
+    """The decisions made by someone four eyes bars (``permissions.own_interest``): the
     run's owner, or the owner or issuer of the agent token that proposed the operation.
     A bundle made before tokens were in it, or a token whose issuer was not recorded,
     names no one for them."""

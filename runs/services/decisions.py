@@ -19,8 +19,8 @@ from runs.actors import Actor
 from runs.canonical import json_hash
 from runs.clock import db_now
 from runs.errors import ArgumentsChanged, DecisionRefused, InvalidInput, OperationExpired
-from runs.models import Decision, HumanRequest, Operation
-from runs.permissions import require_project_perm
+from runs.models import Decision, Operation
+from runs.permissions import own_interest, require_project_perm
 from runs.policies import requirement_after_edit, stricter
 from runs.services import slack, webhooks
 from runs.services.previews import preview_of, seen_preview
@@ -106,26 +106,6 @@ def _record_decision(
         slack.decided(operation, reviewer, comment)
     settle_wait(run, actor, locked=True)
     return decision
-
-
-def own_interest(item: Operation | HumanRequest, reviewer) -> str | None:
-    """Why ``reviewer`` may not decide on ``item`` (four eyes), if so: they own its run,
-    or the agent token that proposed the operation (asked the request) acts for them or
-    was issued by them, whoever owns the run: whoever mints a token can drive its agent.
-    One rule for operations and human requests."""
-    if item.run.session.owner_id == reviewer.pk:
-        return "you own this run, so someone else must decide on it"
-    if isinstance(item, HumanRequest):
-        token, did = item.asked_by_token, "asked"
-    else:
-        token, did = item.proposed_by_token, "proposed"
-    if token is None:
-        return None
-    if token.owner_id == reviewer.pk:
-        return f"you own the agent token that {did} this, so someone else must decide on it"
-    if token.issued_by_id == reviewer.pk:
-        return f"you issued the agent token that {did} this, so someone else must decide on it"
-    return None
 
 
 def _reject(run, operation, reviewer, kind, comment, actor, seen, via) -> Decision:

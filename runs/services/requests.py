@@ -11,7 +11,7 @@ contradicts its choices or schema is refused rather than guessed at.
 
 The rules of an answer, checked in one transaction under the run lock: the reviewer
 holds the decide permission in the project and has no interest in the request (four
-eyes, as for operations: ``decisions.own_interest``); the run is open; the request is
+eyes, as for operations: ``permissions.own_interest``); the run is open; the request is
 still open at the version the reviewer saw and has not expired.
 """
 
@@ -34,10 +34,10 @@ from runs.errors import (
 )
 from runs.jsonsafe import check_json, max_depth
 from runs.models import AgentToken, ApprovalPolicy, HumanRequest, Run
-from runs.permissions import require_project_perm
+from runs.permissions import own_interest, require_project_perm
 from runs.schema_work import Unmeasurable, measure, patterns
 from runs.services import slack, webhooks
-from runs.services.decisions import DECISION_TIMEOUT, in_key_order, own_interest
+from runs.services.decisions import DECISION_TIMEOUT, in_key_order
 from runs.services.identity import named
 from runs.services.runs import (
     activate,

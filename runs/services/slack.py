@@ -15,8 +15,7 @@ from django.db.models import Case, Exists, F, OuterRef, Value, When
 from django.db.models.functions import Now
 
 from runs.models import HumanRequest, Operation, Run, SlackChannel, SlackMessage
-from runs.permissions import projects_with_perm
-from runs.services import decisions  # Its module, not its names: it imports this one.
+from runs.permissions import own_interest, projects_with_perm
 
 State = SlackMessage.State
 
@@ -39,7 +38,7 @@ def waiting(item: Operation | HumanRequest, run: Run) -> None:
 def _direct_to(item: Operation | HumanRequest, run: Run) -> list:
     """Who gets ``item`` in a direct message: the people the emails would tell of it
     (active, deciding in ``run``'s project, with no interest of their own in it:
-    ``decisions.own_interest``) who chose direct messages and whose Slack user is
+    ``permissions.own_interest``) who chose direct messages and whose Slack user is
     linked; with their ``slack_identity``."""
     decides = projects_with_perm(OuterRef("pk"), "decide_operation").filter(pk=run.project_id)
     chose = get_user_model().objects.filter(
@@ -49,9 +48,7 @@ def _direct_to(item: Operation | HumanRequest, run: Run) -> list:
         slack_identity__isnull=False,
     )
     return [
-        user
-        for user in chose.select_related("slack_identity")
-        if decisions.own_interest(item, user) is None
+        user for user in chose.select_related("slack_identity") if own_interest(item, user) is None
     ]
 
 

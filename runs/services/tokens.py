@@ -1,7 +1,7 @@
 """Agent tokens: issued per project by an admin (page or command), shown once. A token
 acts for a member of its project; the owner is never looked up among all users, so
 issuing one reveals nothing about people outside the project. Its issuer is recorded:
-they may not decide on what its agent proposes or asks (``decisions.own_interest``),
+they may not decide on what its agent proposes or asks (``permissions.own_interest``),
 and a token they make for another member acts only once that member accepts it."""
 
 from django.contrib.auth import get_user_model

@@ -12,8 +12,7 @@ from django.views.decorators.http import require_GET
 from runs import queue as waiting
 from runs.forms import QueueFilter
 from runs.models import Decision
-from runs.permissions import projects_with_perm
-from runs.services.decisions import own_interest
+from runs.permissions import own_interest, projects_with_perm
 
 EXPIRING_SOON = timedelta(hours=1)
 SECOND = "you approved it as it stands: a second reviewer must approve too"

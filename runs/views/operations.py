@@ -12,10 +12,10 @@ from runs.errors import InvalidInput, OversightError, PreviewChanged
 from runs.forms import REJECTING, DecisionForm, EditForm
 from runs.models import Decision, Operation
 from runs.paused_lanes import PausedLane, paused_lanes
-from runs.permissions import has_project_perm
+from runs.permissions import has_project_perm, own_interest
 from runs.policies import explain
 from runs.preview_changes import digest, what_changed
-from runs.services.decisions import decide, own_interest
+from runs.services.decisions import decide
 from runs.services.previews import preview_hash, preview_of, stored_preview
 from runs.siblings import waiting_with
 from runs.views.access import load_operation

@@ -14,8 +14,7 @@ from runs import queue as waiting
 from runs.errors import InvalidInput, OversightError
 from runs.forms import AnswerForm, answer_forms, posted_answer
 from runs.models import HumanRequest
-from runs.permissions import has_project_perm
-from runs.services.decisions import own_interest
+from runs.permissions import has_project_perm, own_interest
 from runs.services.requests import answer
 from runs.views.access import load_request
 from runs.views.markdown import render as markdown
