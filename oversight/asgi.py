@@ -41,7 +41,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oversight.settings")
 
 
 LONG_POLLS = re.compile(r"/api/v1/(?:(?:operations|requests)/[0-9]+|events)")
-WAIT_MIDDLEWARE = ["django.middleware.security.SecurityMiddleware"]
+WAIT_MIDDLEWARE = [
+    "oversight.request_ids.RequestIdMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+]
 
 
 def waits(scope: dict) -> bool:

@@ -58,6 +58,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every later line of the request names it, and its access line is written.
+    "oversight.request_ids.RequestIdMiddleware",
+    "oversight.probes.ProbesAnyHostMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -455,12 +458,15 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {"context": {"()": "runs.logs.Context"}},
-    "formatters": {"json": {"()": "runs.logs.JsonFormatter"}},
+    "formatters": {
+        "json": {"()": "runs.logs.JsonFormatter"},
+        "text": {"()": "runs.logs.TextFormatter"},
+    },
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
             "filters": ["context"],
-            **({"formatter": "json"} if OVERSIGHT_LOG_FORMAT == "json" else {}),
+            "formatter": OVERSIGHT_LOG_FORMAT,
         }
     },
     "root": {"handlers": ["console"], "level": OVERSIGHT_LOG_LEVEL},

@@ -1,6 +1,7 @@
 """The server log: text for people, or one JSON object per line for a log pipeline
 (``OVERSIGHT_LOG_FORMAT=json``), each line naming the run, operation and checkpoint it
-is about.
+is about, the web request it was logged in (``request_id``: the proxy's ``X-Request-ID``
+or one made for it, ``oversight/request_ids.py``) and the worker that logged it.
 
 What the engine is working on is bound with ``about()``: every line logged meanwhile, by
 any module, carries its ids, and the operation's argument strings are cut out of the
@@ -13,6 +14,7 @@ Imports nothing from Django or the models: the logging configuration loads it fi
 import json
 import logging
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -21,6 +23,8 @@ from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 IDS = ("run_id", "operation_id", "checkpoint_id")
+WHO = ("request_id", "worker")
+ACCESS = ("status", "duration_ms", "by")  # an access line's (oversight/request_ids.py)
 # Too short to cut without mangling words, ids and numbers around it.
 SHORTEST_HIDDEN = 4
 HIDDEN = "[argument]"
@@ -33,6 +37,28 @@ class Bound:
 
 
 _bound: ContextVar[Bound] = ContextVar("oversight_log_bound", default=Bound())  # noqa: B039
+_request_id: ContextVar[str | None] = ContextVar("oversight_request_id", default=None)
+# A worker process is one worker (``manage.py runworker``): its name, for all its threads.
+_worker: str | None = None
+
+
+def current_request_id() -> str | None:
+    return _request_id.get()
+
+
+def set_worker(name: str) -> None:
+    global _worker
+    _worker = name
+
+
+@contextmanager
+def in_request(request_id: str) -> Iterator[None]:
+    """Lines logged in the ``with`` body name this web request."""
+    token = _request_id.set(request_id)
+    try:
+        yield
+    finally:
+        _request_id.reset(token)
 
 
 @contextmanager
@@ -78,7 +104,8 @@ class Context(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         bound = _bound.get()
-        for name, value in bound.ids.items():
+        who = {"request_id": _request_id.get(), "worker": _worker}
+        for name, value in (*bound.ids.items(), *who.items()):
             if getattr(record, name, None) is None:
                 setattr(record, name, value)
         if bound.hidden:
@@ -100,7 +127,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        for name in (*IDS, "event"):
+        for name in (*IDS, *WHO, *ACCESS, "event"):
             if getattr(record, name, None) is not None:
                 line[name] = getattr(record, name)
         if record.exc_info and not record.exc_text:
@@ -108,3 +135,61 @@ class JsonFormatter(logging.Formatter):
         if record.exc_text:
             line["exception"] = record.exc_text
         return json.dumps(line, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    """The message, then the web request or worker it came from, in brackets."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        said = [f"{name}={getattr(record, name)}" for name in WHO if getattr(record, name, None)]
+        if not said:
+            return text
+        message, newline, rest = text.partition("\n")
+        return f"{message} [{' '.join(said)}]{newline}{rest}"
+
+
+class Repeats:
+    """A failure that repeats, logged once per kind per ``interval``: the first time with
+    its traceback, then one line per interval with how many more there were, and one
+    when it works again. A worker whose database is down fails at every step, twice a
+    second: its log shows one traceback and a count a minute, not 7,200 tracebacks an
+    hour. One per thread (the worker's loop, its notifications lane)."""
+
+    def __init__(self, logger: logging.Logger, interval: float = 60, clock=time.monotonic):
+        self.logger, self.interval, self.clock = logger, interval, clock
+        self.seen: dict[tuple[str, str], list] = {}  # (what, kind): [since, more, last]
+
+    def failed(self, what: str, error: BaseException) -> None:
+        key, now = (what, type(error).__name__), self.clock()
+        if (seen := self.seen.get(key)) is None:
+            self.seen[key] = [now, 0, error]
+            self.logger.error("%s failed", what, exc_info=error)
+            return
+        seen[1], seen[2] = seen[1] + 1, error
+        if now - seen[0] >= self.interval:
+            self._more(what, key, now)
+            self.seen[key] = [now, 0, error]
+
+    def worked(self, what: str) -> None:
+        """``what`` went through: say so if it had been failing."""
+        failing = [key for key in self.seen if key[0] == what]
+        if not failing:
+            return
+        now = self.clock()
+        for key in failing:
+            self._more(what, key, now)
+            del self.seen[key]
+        self.logger.warning("%s works again", what)
+
+    def _more(self, what: str, key: tuple[str, str], now: float) -> None:
+        since, more, last = self.seen[key]
+        if more:
+            self.logger.error(
+                "%s failed %d more times in %d s, the last: %s: %s",
+                what,
+                more,
+                round(now - since),
+                key[1],
+                last,
+            )

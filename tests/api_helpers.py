@@ -98,8 +98,9 @@ def problem(response, status: int, field: str | None = None) -> dict:
     """Assert ``response`` is a problem body of ``status`` (naming ``field`` if given)."""
     assert response.status_code == status, response.content
     body = response.json()
-    assert set(body) == {"error", "detail", "field"}
+    assert set(body) == {"error", "detail", "field", "request_id"}
     assert body["detail"]
+    assert body["request_id"] == response["X-Request-ID"]
     if field is not None:
         assert body["field"] == field, body
     return body

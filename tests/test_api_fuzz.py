@@ -288,7 +288,7 @@ def test_no_hostile_body_gets_a_server_error_or_leaves_anything_behind(api, stag
             response = api.post(path_pk, raw=body.encode())
             assert response.status_code < 500, response.content
             if response.status_code >= 400:
-                assert {"error", "detail", "field"} == set(response.json())
+                assert {"error", "detail", "field", "request_id"} == set(response.json())
             if response.status_code in (400, 413, 422):
                 assert everything() == before, response.json()
             transaction.set_rollback(True)

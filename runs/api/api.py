@@ -13,6 +13,7 @@ from runs.api import catalogue, feed, requests
 from runs.api.auth import PayloadTooLarge, TokenAuth, TokenWaits
 from runs.api.endpoints import router
 from runs.api.limits import Refused, StrictParser
+from runs.api.problems import problem_body
 from runs.errors import (
     ArgumentsChanged,
     ConflictingProposal,
@@ -74,9 +75,7 @@ STATUS = {
 
 
 def problem(request, status: int, error: str, detail: str, field: str | None = None):
-    return api.create_response(
-        request, {"error": error, "detail": detail, "field": field}, status=status
-    )
+    return api.create_response(request, problem_body(error, detail, field), status=status)
 
 
 @api.exception_handler(OversightError)

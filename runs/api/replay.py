@@ -31,6 +31,7 @@ from django.db import transaction
 from django.http import HttpResponse, JsonResponse
 from django.utils import timezone
 
+from runs.api.problems import refusal
 from runs.models import AgentToken, ApiReplay
 
 MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
@@ -43,7 +44,7 @@ def _sha(data: bytes) -> str:
 
 
 def _refused(detail: str, error: str = "invalid") -> JsonResponse:
-    return JsonResponse({"error": error, "detail": detail, "field": "Idempotency-Key"}, status=422)
+    return refusal(422, error, detail, "Idempotency-Key")
 
 
 class IdempotencyKeyMiddleware:

@@ -17,6 +17,11 @@ class Problem(Schema):
     error: str = Field(description="A stable code: stale_version, run_closed, …")
     detail: str = Field(description="What was wrong, for a person.")
     field: str | None = Field(default=None, description="The request field at fault, if one.")
+    request_id: str | None = Field(
+        default=None,
+        description="This request's id, also in the X-Request-ID header and in every "
+        "server log line of the request: quote it when reporting the error.",
+    )
 
 
 EXTERNAL_ID = (

@@ -29,6 +29,7 @@ from django.db import connection
 from django.http import JsonResponse
 
 from runs.api.limits import LimitExceeded
+from runs.api.problems import refusal
 from runs.api.watcher import WATCHER
 
 RETRY_AFTER_SECONDS = 5
@@ -106,14 +107,16 @@ def no_longer_acting() -> JsonResponse:
     """The API's answer to a wait whose token was revoked, or whose owner left the
     project, while it waited: what any request of that token is now answered."""
     detail = "the agent token was revoked, or its owner left the project, while this waited"
-    return JsonResponse({"error": "unauthenticated", "detail": detail, "field": None}, status=401)
+    return refusal(401, "unauthenticated", detail)
 
 
 def too_many(busy: Busy) -> JsonResponse:
     """The API's refusal of a wait beyond a cap: a Problem body and when to try again."""
-    return JsonResponse(
-        {"error": "too_many_waits", "detail": f"wait: {busy}", "field": "wait"},
-        status=429,
+    return refusal(
+        429,
+        "too_many_waits",
+        f"wait: {busy}",
+        "wait",
         headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
     )
 

@@ -21,6 +21,7 @@ from runs.engine.deliveries import deliver_due
 from runs.engine.notifications import notify_reviewers
 from runs.engine.slack import close_ended, deliver_slack
 from runs.engine.webhooks import deliver_webhooks
+from runs.logs import Repeats
 
 log = logging.getLogger(__name__)
 DUE_EVERY_SECONDS = 1.0
@@ -33,6 +34,7 @@ class NotificationLane:
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="notifications", daemon=True)
         self.next_emails = 0.0
+        self.failures = Repeats(log)  # this thread's
 
     def start(self) -> None:
         self.thread.start()
@@ -63,8 +65,10 @@ class NotificationLane:
                 more = False  # Something was delivered: more may be due already.
                 try:
                     more = self.round(db_now())
-                except Exception:
-                    log.exception("worker %s: notifications failed", self.worker)
+                except Exception as error:
+                    self.failures.failed(f"worker {self.worker}: notifications", error)
+                else:
+                    self.failures.worked(f"worker {self.worker}: notifications")
                 if not more:
                     self.stopping.wait(DUE_EVERY_SECONDS)
         finally:

@@ -38,7 +38,7 @@ from runs.engine.sweeper import sweep_agent_operations
 from runs.engine.turns import Turns
 from runs.engine.wakeup import Wakeup
 from runs.errors import StaleVersion
-from runs.logs import about
+from runs.logs import Repeats, about
 from runs.models import Operation, Run, WorkerHeartbeat
 from runs.services.decisions import expire_due_operations
 from runs.services.memberships import expire_sign_in_roles
@@ -74,6 +74,7 @@ class Worker:
         self.effects: Effects | None = None
         self.notifications = NotificationLane(self.name)
         self.publishing = threading.Lock()
+        self.failures = Repeats(log)  # this thread's: steps, housekeeping, waits
 
     def step(self) -> bool:
         """Do the housekeeping, then claim and carry out what was claimed (or start it,
@@ -150,8 +151,8 @@ class Worker:
         agent operations, and once a minute clear killed writers' temporary files, delete
         expired API replies and take back roles no sign-in confirmed in time; unless the
         notifications have their own lane, deliver due alerts and, once a minute, notify
-        reviewers. A failure here (a database busy
-        past its timeout) is logged, and the step goes on."""
+        reviewers. A failure here (a database busy past its timeout) is logged, and the
+        step goes on."""
         self.next_due = time.monotonic() + DUE_EVERY_SECONDS
         minutely = time.monotonic() >= self.next_housekeeping
         try:
@@ -168,9 +169,10 @@ class Worker:
                 clear_leftovers()
                 purge_expired(now)
                 expire_sign_in_roles(now)
-        except Exception:
-            log.exception("worker %s: housekeeping failed", self.name)
+        except Exception as error:
+            self.failures.failed(f"worker {self.name}: housekeeping", error)
             return False
+        self.failures.worked(f"worker {self.name}: housekeeping")
         return did_work
 
     def beat(self) -> None:
@@ -223,10 +225,12 @@ class Worker:
                 try:
                     self.wakeup.watch()
                     did_work = self.step()
-                except Exception:
+                except Exception as error:
                     # The operation keeps its lease and is taken over when it expires.
-                    log.exception("worker %s: step failed", self.name)
+                    self.failures.failed(f"worker {self.name}: step", error)
                     did_work = False
+                else:
+                    self.failures.worked(f"worker {self.name}: step")
                 if not did_work:
                     self._idle(idle_seconds)
         self.effects.finish()
@@ -243,9 +247,11 @@ class Worker:
             self.wakeup.wait(
                 seconds, stopped=lambda: self.stopping or bool(freed and freed.is_set())
             )
-        except Exception:
-            log.exception("worker %s: waiting for work failed", self.name)
+        except Exception as error:
+            self.failures.failed(f"worker {self.name}: waiting for work", error)
             time.sleep(max(0.0, seconds - (time.monotonic() - started)))
+        else:
+            self.failures.worked(f"worker {self.name}: waiting for work")
 
     def _stop(self, signum, _frame) -> None:
         self.stopping = True

@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from runs.engine.worker import Worker
+from runs.logs import set_worker
 
 
 class Command(BaseCommand):
@@ -27,6 +28,7 @@ class Command(BaseCommand):
             raise CommandError("--lease-seconds must be positive")
         lease = timedelta(seconds=lease_seconds) if lease_seconds else None
         worker = Worker(name=name, lease=lease)
+        set_worker(worker.name)  # on every line this process logs
         if once:
             try:
                 worker.drain()
