@@ -48,6 +48,18 @@ def test_runs_are_listed_for_people_and_for_scripts(run, other_project, session)
     assert lines("list_runs", "--status", "cancelled") == []
 
 
+def test_operations_are_listed_by_status(propose, reviewer):
+    approved, waiting = propose("call-1"), propose("call-2")
+    decide_on(approved, reviewer)
+
+    only_approved = lines("list_operations", "--status", "approved")
+    both = lines("list_operations", "--status", "approved", "--status", "proposed")
+
+    assert [row["operation"] for row in only_approved] == [approved.pk]
+    assert [row["operation"] for row in both] == [waiting.pk, approved.pk]
+    assert lines("list_operations", "--project", "other") == []
+
+
 def test_a_run_is_shown_with_its_operations_and_alerts(alerted):
     (shown,) = lines("show_run", str(alerted.run_id))
 

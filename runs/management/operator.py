@@ -12,9 +12,37 @@ import json
 from collections.abc import Iterable
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import CommandError
+from django.core.management.base import BaseCommand, CommandError
 
 from runs.errors import OversightError
+
+
+class Listing(BaseCommand):
+    """A command that lists rows newest first: ``--project``, ``--limit``, ``--json``
+    and the filters of ``add_filters``; ``columns`` maps each column to its field."""
+
+    columns: dict[str, str]
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--project", help="A project's slug.")
+        parser.add_argument("--limit", type=int, default=50, help="At most this many (50).")
+        add_output_arguments(parser)
+        self.add_filters(parser)
+
+    def add_filters(self, parser) -> None:
+        """The command's own filters."""
+
+    def listed(self, **filters):
+        """The rows to list, filtered by the command's own filters."""
+        raise NotImplementedError
+
+    def handle(self, *args, project, limit, json, **options) -> None:
+        rows = self.listed(**options).order_by("-created_at", "-pk")
+        if project:
+            rows = rows.filter(project__slug=project)
+        values = rows.values(*self.columns.values())[: max(limit, 0)]
+        named = ({name: row[field] for name, field in self.columns.items()} for row in values)
+        write_rows(self.stdout, named, json)
 
 
 def add_output_arguments(parser) -> None:
@@ -72,7 +100,7 @@ def _as_text(value) -> str:
 
 
 def _cell(value) -> str:
-    if value is None:
+    if value is None or value == "":
         return "-"
     text = value.isoformat(timespec="seconds") if hasattr(value, "isoformat") else str(value)
     return " ".join(text.split())[:60]
