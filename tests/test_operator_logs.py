@@ -8,18 +8,18 @@ import json
 import logging
 import re
 import signal
+import socket
 import subprocess
 import sys
-import time
+import threading
+from contextlib import suppress
 
 import pytest
 
 from runs.engine.worker import Worker
 from runs.logs import Context, JsonFormatter, Repeats
 from tests.helpers import shown
-from tests.processes import ROOT, child_env
-
-pytest_plugins = ["tests.ports"]
+from tests.processes import ROOT, child_env, wait_until
 
 MADE = re.compile(r"[0-9a-f]{32}")
 
@@ -142,12 +142,30 @@ def test_a_repeated_failure_is_one_traceback_and_a_count_a_minute(caplog):
     ]
 
 
-def test_a_worker_without_its_database_logs_its_name_and_no_flood(refused_port, tmp_path):
-    """A real worker whose database cannot be reached for five seconds: its lines name
-    it, and it writes a traceback per kind of failure, not one per step."""
+class HangingUp:
+    """Where the worker's database should be: a port that takes each connection and
+    closes it at once, counting them (each a step's, or a thread's, try)."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.tries = 0
+        threading.Thread(target=self._refuse, daemon=True).start()
+
+    def _refuse(self) -> None:
+        with suppress(OSError):  # closed at the end of the test
+            while True:
+                self.listener.accept()[0].close()
+                self.tries += 1
+
+
+def test_a_worker_without_its_database_logs_its_name_and_no_flood(tmp_path):
+    """A real worker whose database hangs up on it: its lines name it, and after twenty
+    failed tries it has written a traceback per kind of failure, not one per try."""
+    database = HangingUp()
     env = {
         **child_env(),
-        "DATABASE_URL": f"postgres://oversight:x@127.0.0.1:{refused_port}/nowhere",
+        "DATABASE_URL": f"postgres://oversight:x@127.0.0.1:{database.port}/nowhere",
         "OVERSIGHT_LOG_FORMAT": "json",
         "OVERSIGHT_VAR_DIR": str(tmp_path),
     }
@@ -160,9 +178,12 @@ def test_a_worker_without_its_database_logs_its_name_and_no_flood(refused_port, 
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(5)  # the outage: how many steps fail in it is the point
-    worker.send_signal(signal.SIGTERM)
-    _, err = worker.communicate(timeout=60)
+    try:
+        wait_until(lambda: database.tries >= 20, message="twenty tries", process=worker)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, err = worker.communicate(timeout=60)
+        database.listener.close()
 
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     failures = [line for line in lines if line["level"] == "ERROR"]
