@@ -16,6 +16,7 @@ import time
 import uuid
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.utils.encoding import escape_uri_path
 
 from runs.logs import in_request
 
@@ -61,7 +62,7 @@ def _answered(request, response, started: float):
     access.info(
         "%s %s %s %d ms",
         request.method,
-        request.path,
+        escape_uri_path(request.path),  # as sent: a %0A never starts a line of its own
         response.status_code,
         took,
         extra={"status": response.status_code, "duration_ms": took, "by": _who(request)},

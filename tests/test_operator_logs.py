@@ -62,6 +62,16 @@ def test_the_access_line_names_the_person_never_the_query(client, reviewer, capl
     assert "secret-words" not in json.dumps(line)
 
 
+def test_a_path_cannot_write_a_line_of_its_own(client, db, caplog):
+    caplog.set_level(logging.INFO, logger="oversight.access")
+
+    client.get("/nowhere%0AGET /admin/ 200 1 ms")
+
+    (line,) = access_lines(caplog)
+    assert "\n" not in line.getMessage()
+    assert line.getMessage().startswith("GET /nowhere%0AGET%20/admin/%20200%201%20ms 404 ")
+
+
 def test_an_api_error_names_its_request(client, db):
     answer = client.get(
         "/api/v1/runs/1", HTTP_AUTHORIZATION="Bearer nope", HTTP_X_REQUEST_ID="agent-42"
