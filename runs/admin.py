@@ -5,6 +5,7 @@ through the services, which write checkpoints)."""
 from django.contrib import admin
 
 from runs.models import (
+    AdminCheckpoint,
     Alert,
     AlertDelivery,
     ApprovalPolicy,
@@ -182,6 +183,15 @@ class CheckpointAdmin(ReadOnlyAdmin):
     list_filter = ["event", "actor_kind", "to_status"]
     search_fields = ["reason", "hash"]
     inlines = [CheckpointArtifactInline]
+
+
+@admin.register(AdminCheckpoint)
+class AdminCheckpointAdmin(ReadOnlyAdmin):
+    """The installation's own checkpoints: configuration applied, workers paused."""
+
+    list_display = ["seq", "event", "project", "actor_label", "created_at"]
+    list_filter = ["event", "project"]
+    search_fields = ["event", "actor_label", "hash"]
 
 
 @admin.register(CheckpointArtifact)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC
 
 from runs.canonical import json_hash
-from runs.models import Checkpoint, Run
+from runs.models import AdminCheckpoint, Checkpoint, Run
 
 GENESIS = ""
 
@@ -104,3 +104,31 @@ def verify_all_chains() -> Iterator[BrokenLink]:
         broken = _walk(run_id, version, chain)
         if broken:
             yield broken
+
+
+def admin_checkpoint_hash(checkpoint: AdminCheckpoint) -> str:
+    return json_hash(_admin_hashed(checkpoint))
+
+
+def _admin_hashed(checkpoint: AdminCheckpoint) -> dict:
+    return {
+        "seq": checkpoint.seq,
+        "created_at": checkpoint.created_at.astimezone(UTC).isoformat(timespec="microseconds"),
+        "actor": [checkpoint.actor_kind, checkpoint.actor_user_id, checkpoint.actor_label],
+        "project": checkpoint.project_id,
+        "event": checkpoint.event,
+        "detail": checkpoint.detail,
+        "prev_hash": checkpoint.prev_hash,
+    }
+
+
+def verify_admin_chain() -> str | None:
+    """What is wrong with the installation's chain of admin checkpoints, if anything:
+    the first broken link, named by its seq."""
+    previous_hash, expected_seq = GENESIS, 1
+    for checkpoint in AdminCheckpoint.objects.order_by("seq").iterator(chunk_size=2000):
+        doc = {**_admin_hashed(checkpoint), "hash": checkpoint.hash}
+        if problem := link_problem(doc, previous_hash, expected_seq):
+            return f"admin checkpoint seq {expected_seq}: {problem}"
+        previous_hash, expected_seq = checkpoint.hash, expected_seq + 1
+    return None

@@ -256,6 +256,7 @@ ADMIN_REFUSED = {
             "runs.operation",
             "runs.decision",
             "runs.checkpoint",
+            "runs.admincheckpoint",
             "runs.checkpointartifact",
             "runs.artifact",
             "runs.alert",

@@ -25,6 +25,7 @@ from django.shortcuts import resolve_url
 from django.test import Client, override_settings
 from django.urls import URLResolver, get_resolver, resolve, reverse
 
+from runs.actors import Actor
 from runs.api.api import api
 from runs.engine.deliveries import deliver_due
 from runs.models import (
@@ -43,6 +44,7 @@ from runs.models import (
     WebhookDelivery,
 )
 from runs.services import requests as human_requests
+from runs.services.admin_record import record_admin_act
 from runs.services.alerts import acknowledge_alert
 from tests import access_rules as rules
 from tests.api_helpers import Api, agent_proposal, artifact_body
@@ -213,6 +215,7 @@ def build_world() -> World:
     ProviderIdentity.objects.create(
         user=people[rules.A_REVIEWER], issuer="https://id.example.com", subject="a-reviewer"
     )
+    record_admin_act("config.applied", Actor.of_user(a_admin), project=a, detail={})
     hook, delivery = endpoint_with_delivery(a, WebhookDelivery.Status.DELIVERED)
     reference = CheckpointArtifact.objects.get(checkpoint__run=run)
     objects = {

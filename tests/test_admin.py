@@ -10,7 +10,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.urls import reverse
 
+from runs.actors import Actor
 from runs.models import (
+    AdminCheckpoint,
     Alert,
     AlertDelivery,
     Artifact,
@@ -23,9 +25,11 @@ from runs.models import (
     Run,
     Session,
 )
+from runs.services.admin_record import record_admin_act
 
 REGISTERED = [pytest.param(model, id=model._meta.label) for model in admin.site._registry]
 READ_ONLY = [
+    AdminCheckpoint,
     Checkpoint,
     CheckpointArtifact,
     Run,
@@ -58,6 +62,8 @@ def demo(db, settings, tmp_path, monkeypatch):
     # Nor anyone who signed in through a single sign-on provider.
     someone = get_user_model().objects.order_by("pk").first()
     ProviderIdentity.objects.create(user=someone, issuer="https://id.example.com", subject="1")
+    # Nor an act on the installation (a configuration applied, workers paused).
+    record_admin_act("config.applied", Actor.of_user(someone), detail={"sha256": "0" * 64})
     return alert
 
 

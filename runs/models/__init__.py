@@ -1,3 +1,4 @@
+from runs.models.admin_checkpoints import AdminCheckpoint
 from runs.models.alerts import Alert, AlertDelivery
 from runs.models.artifacts import Artifact
 from runs.models.checkpoints import Checkpoint, CheckpointArtifact
@@ -18,6 +19,7 @@ from runs.models.workers import WorkerHeartbeat
 
 __all__ = [
     "Account",
+    "AdminCheckpoint",
     "AgentToken",
     "Alert",
     "AlertDelivery",

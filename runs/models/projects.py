@@ -3,6 +3,7 @@ import json
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
 from django.db import models
 
 from runs.models.choices import Risk
@@ -24,6 +25,12 @@ class Project(models.Model):
         help_text="While an alert is open on one of an agent's runs, that agent's other "
         "runs in this project take no new proposals or claims.",
     )
+    alert_emails = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Addresses told of every alert of this project, besides its admins "
+        "(e.g. an on-call list): a JSON list.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -32,6 +39,18 @@ class Project(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        emails = self.alert_emails
+        if not isinstance(emails, list) or not all(isinstance(e, str) for e in emails):
+            raise ValidationError({"alert_emails": "A list of email addresses."})
+        for email in emails:
+            try:
+                validate_email(email)
+            except ValidationError:
+                raise ValidationError(
+                    {"alert_emails": f"{email!r} is not an email address."}
+                ) from None
 
 
 class Membership(models.Model):

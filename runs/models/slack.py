@@ -29,6 +29,11 @@ class SlackChannel(models.Model):
     def __str__(self) -> str:
         return f"{self.project} in Slack {self.channel}"
 
+    @staticmethod
+    def is_channel_id(text: str) -> bool:
+        """A public (C…) or private (G…) channel's id, as Slack writes them."""
+        return text.isalnum() and text[:1] in ("C", "G") and len(text) <= 32
+
 
 class SlackIdentity(models.Model):
     """A person's Slack user, linked by them (``SlackLinkCode``): their presses in Slack

@@ -90,7 +90,11 @@ def raise_alert(*, operation: Operation, actor: Actor, summary: str, state_left:
 def _recipients(operation: Operation) -> list[tuple[str, str]]:
     admins = operation.project.memberships.filter(role__name=Role.ADMIN).exclude(user__email="")
     emails = sorted(
-        {*admins.values_list("user__email", flat=True), *settings.OVERSIGHT_ALERT_EMAILS}
+        {
+            *admins.values_list("user__email", flat=True),
+            *operation.project.alert_emails,
+            *settings.OVERSIGHT_ALERT_EMAILS,
+        }
     )
     recipients = [(AlertDelivery.Channel.EMAIL, email) for email in emails]
     if settings.OVERSIGHT_ALERT_WEBHOOK_URL:

@@ -26,7 +26,7 @@ class Command(BaseCommand):
             self.stdout.write(f"{found.name} posts nothing more to Slack.")
             return
         channel = channel.strip()
-        if not (channel.isalnum() and channel[0] in "CG" and len(channel) <= 32):
+        if not SlackChannel.is_channel_id(channel):
             raise CommandError(f"{channel!r} is not a channel id (e.g. C0123456789)")
         SlackChannel.objects.update_or_create(project=found, defaults={"channel": channel})
         self.stdout.write(f"{found.name} posts what waits to Slack channel {channel}.")
