@@ -1,7 +1,8 @@
 """What ``/healthz`` answers a load balancer or a monitor: whether the database is
 reachable, its migrations applied, a worker alive (its heartbeat fresh), the alert
-deliveries keeping up, every open alert delivered outside Oversight, and how many lanes
-live workers paused. Counts and ages only: no data (it answers anyone)."""
+deliveries keeping up, every open alert delivered outside Oversight, how many lanes
+live workers paused, and what operators paused. Counts and ages only: no data (it
+answers anyone)."""
 
 from django.conf import settings
 from django.db import DatabaseError, connection
@@ -11,10 +12,12 @@ from django.db.models import Exists, Max, OuterRef
 from oversight.version import VERSION
 from runs.clock import db_now
 from runs.models import Alert, AlertDelivery, WorkerHeartbeat
-from runs.paused_lanes import paused_lanes
+from runs.models.workers import WorkerPause
+from runs.paused_lanes import operator_pauses, paused_lanes
 
-# Checks whose failure leaves Oversight working, but people unaware of what it raised.
-DEGRADING = {"open_alerts"}
+# Checks whose failure leaves Oversight up but not doing all it should: an alert that
+# reached no one, or every worker held by an operator (or by a restore).
+DEGRADING = {"open_alerts", "pauses"}
 
 
 def health(*, scope: str = "all") -> dict:
@@ -29,6 +32,7 @@ def health(*, scope: str = "all") -> dict:
         if scope == "all" and checks["migrations"]["ok"]:
             checks |= _workers_and_deliveries() | {"open_alerts": _open_alerts()}
             checks["lanes"] = _lanes()
+            checks["pauses"] = _pauses()
     except DatabaseError:
         checks = {"database": {"ok": False}}
     failing = {name for name, check in checks.items() if not check["ok"]}
@@ -81,3 +85,14 @@ def _lanes() -> dict:
     here would page Oversight's operators for someone else's server. Not which lanes:
     they name hosts (``/metrics``, behind its token, does)."""
     return {"ok": True, "paused": len({pause.lane for pause in paused_lanes()})}
+
+
+def _pauses() -> dict:
+    """What operators paused (``WorkerPause``): failing (degraded) while every lane is,
+    since then nothing approved is carried out and approvals lapse, and a hold left in
+    place by mistake (after a restore) must reach a monitor. A pause of one lane is ok,
+    as a breaker's is: the rest goes on. Counts only, no reasons or lanes (it answers
+    anyone). The web scope does not read it: the web works on while workers hold."""
+    lanes = [pause.lane for pause in operator_pauses()]
+    every_lane = WorkerPause.EVERY_LANE in lanes
+    return {"ok": not every_lane, "every_lane": every_lane, "lanes": len(lanes) - every_lane}

@@ -39,7 +39,8 @@ from runs.models import (
     Project,
     WorkerHeartbeat,
 )
-from runs.paused_lanes import paused_lanes
+from runs.models.workers import WorkerPause
+from runs.paused_lanes import operator_pauses, paused_lanes
 
 # Upper bounds (seconds) of the duration histograms' buckets; +Inf comes last.
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -74,6 +75,7 @@ class OversightCollector:
         yield from _deliveries()
         yield from _workers(now)
         yield _paused()
+        yield _held()
 
 
 def _count_in_project(model, **filters) -> Coalesce:
@@ -242,4 +244,21 @@ def _paused() -> Metric:
     )
     for lane, workers in sorted(Counter(pause.lane for pause in paused_lanes()).items()):
         family.add_metric([lane], workers)
+    return family
+
+
+def _held() -> Metric:
+    """Operators' pauses: the series of every lane (``lane=""``) always, 1 while all
+    workers are held, 0 otherwise, so that an alert rule can watch it; one more series
+    per lane paused on its own, while it is."""
+    family = GaugeMetricFamily(
+        "oversight_workers_paused",
+        'Workers held by an operator\'s pause: lane="" for every lane, else that lane.',
+        labels=["lane"],
+    )
+    lanes = [pause.lane for pause in operator_pauses()]
+    family.add_metric([WorkerPause.EVERY_LANE], int(WorkerPause.EVERY_LANE in lanes))
+    for lane in lanes:
+        if lane != WorkerPause.EVERY_LANE:
+            family.add_metric([lane], 1)
     return family

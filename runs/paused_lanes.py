@@ -8,6 +8,9 @@ rule of ``/healthz``'s workers check count (a heartbeat younger than
 ``OVERSIGHT_HEALTH_WORKER_SECONDS``, by the database's clock), or a lane would stay
 "paused" long after anyone tries it. Each worker keeps breakers of its own, so a lane
 may be paused by several workers, each with its own times.
+
+An operator's pause (``WorkerPause``, every lane or one, until resumed) is another
+thing: ``operator_pauses`` lists them for the same readers.
 """
 
 from dataclasses import dataclass
@@ -18,6 +21,7 @@ from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
 
 from runs.models import WorkerHeartbeat
+from runs.models.workers import WorkerPause
 
 
 @dataclass(frozen=True)
@@ -47,3 +51,10 @@ def paused_lanes() -> list[PausedLane]:
         for lane, pause in lanes.items()
     ]
     return sorted(paused, key=lambda p: (p.lane, p.retry_at, p.worker))
+
+
+def operator_pauses(*lanes: str) -> list[WorkerPause]:
+    """The operators' pauses in force (of ``lanes`` only, if given), every lane's
+    first: one query."""
+    pauses = WorkerPause.objects.order_by("lane")
+    return list(pauses.filter(lane__in=lanes) if lanes else pauses)

@@ -9,11 +9,13 @@ import pytest
 from django.db import connection
 
 from oversight.version import VERSION
+from runs.actors import Actor
 from runs.clock import db_now
 from runs.engine.deliveries import deliver_due
 from runs.engine.worker import Worker
 from runs.models import Alert, AlertDelivery, WorkerHeartbeat
 from runs.services.alerts import acknowledge_alert, resolve_alert
+from runs.services.pauses import pause_workers
 
 pytest_plugins = ["tests.ports"]
 
@@ -166,3 +168,19 @@ def test_degraded_and_down_together_is_unhealthy(client, run, nobody_listens):
 
     assert body["status"] == "unhealthy"  # No worker alive: more than degraded.
     assert body["checks"]["open_alerts"]["ok"] is False
+
+
+def test_every_lane_paused_by_an_operator_is_degraded_for_monitors_not_for_the_web(client):
+    Worker("health-worker").housekeeping()
+    pause_workers(lane="http.request api.example.com", actor=Actor.policy("drill"), reason="Fix")
+    one_lane = client.get("/healthz").json()["checks"]["pauses"]
+    pause_workers(actor=Actor.policy("drill"), reason="Secret maintenance details")
+
+    held = client.get("/healthz")
+
+    assert one_lane == {"ok": True, "every_lane": False, "lanes": 1}
+    assert held.status_code == 503
+    assert held.json()["status"] == "degraded"
+    assert held.json()["checks"]["pauses"] == {"ok": False, "every_lane": True, "lanes": 1}
+    assert b"Secret" not in held.content and b"example.com" not in held.content
+    assert client.get("/healthz?scope=web").status_code == 200

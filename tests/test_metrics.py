@@ -18,6 +18,7 @@ from runs.engine.claims import claim_next
 from runs.engine.executor import Execution
 from runs.engine.worker import Worker
 from runs.models import Decision, Operation, Project, Role, WorkerHeartbeat
+from runs.services.pauses import pause_workers
 from runs.services.requests import ask
 from runs.services.runs import open_session, start_run
 from tests.conftest import issued, make_user
@@ -276,7 +277,7 @@ def test_an_empty_installation_answers_zeros(client, project):
 def test_a_scrape_costs_the_same_queries_however_much_data(
     client, scripted, session, propose, reviewer, django_assert_num_queries
 ):
-    with django_assert_num_queries(10):
+    with django_assert_num_queries(11):
         client.get("/metrics", headers=SCRAPE)
 
     Project.objects.create(slug="more", name="More")
@@ -288,5 +289,17 @@ def test_a_scrape_costs_the_same_queries_however_much_data(
     propose("more-waiting", target=more, action="dns.update", arguments={"name": "x"})
     Worker(name="w2").drain()
     assert Operation.objects.filter(execution_ms__isnull=False).count() == 8
-    with django_assert_num_queries(10):
+    with django_assert_num_queries(11):
         client.get("/metrics", headers=SCRAPE)
+
+
+def test_metrics_show_every_lane_always_and_each_lane_paused(client, settings):
+    settings.OVERSIGHT_METRICS_TOKEN = TOKEN
+    before = scrape(client)
+    pause_workers(actor=Actor.policy("drill"), reason="Drill")
+    pause_workers(lane="database", actor=Actor.policy("drill"), reason="Audit")
+
+    after = scrape(client)
+
+    assert before["oversight_workers_paused"] == {(("lane", ""),): 0}
+    assert after["oversight_workers_paused"] == {(("lane", ""),): 1, (("lane", "database"),): 1}

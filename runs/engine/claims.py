@@ -19,6 +19,12 @@ An effect carried out in the claim's own transaction would roll its count back w
 if the worker died there, so that count is committed first, in a transaction of its
 own (taken back as one less if no claim follows).
 
+An operator's pause (``WorkerPause``: of every lane, or of one) holds claims: the
+candidates and the re-read inside the claim's transaction both leave out what is
+paused (``_not_paused``, a condition of the same query, read without a lock), so a
+pause committed between the two is seen, and one round costs no query more. What was
+claimed before the pause goes on to its end.
+
 Where writers take turns anyway (SQLite), a worker claims several first attempts at
 effects inside the database together (``_claim_together``): one count, one
 transaction and one commit for up to ``TOGETHER`` of them, each in a savepoint of its
@@ -32,7 +38,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.db import OperationalError, connection, transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
 from runs import statements
 from runs.actions.registry import get_action
@@ -41,6 +47,7 @@ from runs.clock import db_now
 from runs.errors import StaleVersion
 from runs.models import Operation, Run
 from runs.models.operations import LEASED
+from runs.models.workers import WorkerPause
 from runs.statements import Prepared
 from runs.transitions import transition_operation, try_lock_run
 
@@ -121,10 +128,11 @@ def claim_next(
     skip: set[str] = frozenset(),
 ) -> Operation | None:
     """Claim the first claimable operation that no other worker is writing, and that is
-    in none of the lanes in ``skip`` (full, or paused), or None. ``then(operation,
-    run)``, if given, is called inside the claim's transaction, which holds the lock of
-    ``run``; the claim commits with whatever it writes (the operation returned is then
-    as it was claimed, not as ``then`` left it)."""
+    in none of the lanes in ``skip`` (full, or paused by a breaker) nor held by an
+    operator's pause, or None. ``then(operation, run)``, if given, is called inside the
+    claim's transaction, which holds the lock of ``run``; the claim commits with whatever
+    it writes (the operation returned is then as it was claimed, not as ``then`` left
+    it)."""
     claimed = claim(worker=worker, lease=lease, now=now, then=then, skip=skip)
     return claimed[0] if claimed else None
 
@@ -184,7 +192,7 @@ def _candidates(now: datetime, after: int, busy=(), skip=()):
     """The next claimable operations after key ``after``, but those of runs in ``busy``
     or in lanes in ``skip``."""
     return (
-        claimable(now)
+        _not_paused(claimable(now))
         .filter(pk__gt=after)
         .exclude(run_id__in=busy)
         .exclude(lane__in=skip)
@@ -192,8 +200,18 @@ def _candidates(now: datetime, after: int, busy=(), skip=()):
     )
 
 
+def _not_paused(operations: QuerySet[Operation]) -> QuerySet[Operation]:
+    """``operations`` but while every lane is paused (none), and those of a paused lane:
+    two ``NOT EXISTS``, each found by ``WorkerPause.lane``'s unique index."""
+    pauses = WorkerPause.objects.all()
+    every_lane = pauses.filter(lane=WorkerPause.EVERY_LANE)
+    return operations.filter(~Exists(every_lane), ~Exists(pauses.filter(lane=OuterRef("lane"))))
+
+
 _FIRST_CANDIDATES = Prepared(_candidates, now=datetime, after=int)
-_CLAIMABLE = Prepared(lambda now, pk: claimable(now).filter(pk=pk)[:1], now=datetime, pk=int)
+_CLAIMABLE = Prepared(
+    lambda now, pk: _not_paused(claimable(now)).filter(pk=pk)[:1], now=datetime, pk=int
+)
 
 
 class _RunBusy(Exception):

@@ -15,7 +15,7 @@ from runs.models.runs import Message, Run, Session
 from runs.models.slack import SlackChannel, SlackIdentity, SlackLinkCode, SlackMessage
 from runs.models.tokens import AgentToken
 from runs.models.webhooks import WebhookDelivery, WebhookEndpoint, WebhookEvent
-from runs.models.workers import WorkerHeartbeat
+from runs.models.workers import WorkerHeartbeat, WorkerPause
 
 __all__ = [
     "Account",
@@ -50,4 +50,5 @@ __all__ = [
     "WebhookEndpoint",
     "WebhookEvent",
     "WorkerHeartbeat",
+    "WorkerPause",
 ]

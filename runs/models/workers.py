@@ -1,4 +1,6 @@
+from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class WorkerHeartbeat(models.Model):
@@ -15,3 +17,46 @@ class WorkerHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"worker {self.name} (seen {self.seen_at:%Y-%m-%d %H:%M:%S})"
+
+
+class WorkerPause(models.Model):
+    """An operator's hold on the workers (``runs.services.pauses``): while a row of a
+    lane exists, no worker claims an operation of that lane; while the row of every lane
+    (``lane=""``) exists, no worker claims anything. An operation already claimed goes
+    on to its end: a pause never stops an effect half-way. Unlike a breaker's pause
+    (``WorkerHeartbeat.paused_lanes``), it lasts until someone resumes the workers."""
+
+    EVERY_LANE = ""
+
+    # ``Operation.lane`` as it holds it, or "" for every lane. Workers read the pauses
+    # at every claim (``runs.engine.claims``): WHERE lane = '' and WHERE lane = <the
+    # candidate's lane>, each by this column's unique index.
+    lane = models.CharField(max_length=300, unique=True, blank=True)
+    reason = models.TextField()
+    # Null for Oversight itself (a restore holding the workers until an admin resumes
+    # them); the label names whoever it was either way.
+    paused_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="worker_pauses",
+    )
+    paused_by_label = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["lane"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~models.Q(reason=""), name="worker_pause_reason_given"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope} paused by {self.paused_by_label}"
+
+    @property
+    def scope(self) -> str:
+        """What is paused, in words: ``every lane`` or ``lane <name>``."""
+        return "every lane" if self.lane == self.EVERY_LANE else f"lane {self.lane}"

@@ -28,6 +28,7 @@ from runs.health import health
 from runs.metrics import exposition
 from runs.middleware import remember
 from runs.models import Preferences, Run, SlackIdentity
+from runs.paused_lanes import operator_pauses
 from runs.permissions import projects_with_perm
 from runs.views.access import member_projects
 from runs.views.tokens import tokens_to_accept
@@ -38,7 +39,8 @@ def home(request: HttpRequest) -> HttpResponse:
     """The signed-in user's projects with their active runs and what waits in each, as
     the navigation counts it (``runs.context_processors``): decisions where they decide,
     open alerts where they may see alerts. The navigation's badges on this page are the
-    table's totals, so the two cannot disagree, and nothing is counted twice."""
+    table's totals, so the two cannot disagree, and nothing is counted twice. Staff see
+    the operators' pauses of the workers above it."""
     user = request.user
     projects = list(
         member_projects(user).annotate(
@@ -66,6 +68,8 @@ def home(request: HttpRequest) -> HttpResponse:
             "managed": managed,
             "nav_pending": sum(p.pending for p in projects if p.pending is not None),
             "nav_alerts": sum(p.open_alerts for p in projects if p.open_alerts is not None),
+            # Staff are told why nothing approved is carried out (one query, theirs only).
+            "pauses": operator_pauses() if user.is_staff else [],
         },
     )
 

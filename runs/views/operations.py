@@ -11,7 +11,8 @@ from runs.actions.registry import parse
 from runs.errors import InvalidInput, OversightError, PreviewChanged
 from runs.forms import REJECTING, DecisionForm, EditForm
 from runs.models import Decision, Operation
-from runs.paused_lanes import PausedLane, paused_lanes
+from runs.models.workers import WorkerPause
+from runs.paused_lanes import PausedLane, operator_pauses, paused_lanes
 from runs.permissions import has_project_perm, own_interest
 from runs.policies import explain
 from runs.preview_changes import digest, what_changed
@@ -100,11 +101,11 @@ def outcome(request: HttpRequest, pk: int) -> HttpResponse:
     operation reaches an end: an unchanged operation (and pause of its lane) answers
     204, and nothing is swapped or announced."""
     operation = load_operation(request.user, pk)
-    paused = _paused(operation)
-    shown = _panel_version(operation, paused)
+    paused, held = _paused(operation), _held(operation)
+    shown = _panel_version(operation, paused, held)
     if request.GET.get("version") == shown:
         return HttpResponse(status=204)
-    context = {"operation": operation, "paused": paused, "panel_version": shown}
+    context = {"operation": operation, "paused": paused, "held": held, "panel_version": shown}
     return render(request, "runs/operation.html#outcome", context)
 
 
@@ -117,13 +118,29 @@ def _paused(operation: Operation) -> PausedLane | None:
     return next((pause for pause in paused_lanes() if pause.lane == operation.lane), None)
 
 
-def _panel_version(operation: Operation, paused: PausedLane | None) -> str:
+def _held(operation: Operation) -> WorkerPause | None:
+    """The operator's pause that keeps workers from claiming this operation (of every
+    lane first, else of its own), if any; read only for an approved operation of
+    Oversight's: one a worker holds already goes on to its end."""
+    if operation.executor != Operation.Executor.SERVER:
+        return None
+    if operation.status != Operation.Status.APPROVED:
+        return None
+    return next(iter(operator_pauses(WorkerPause.EVERY_LANE, operation.lane)), None)
+
+
+def _panel_version(
+    operation: Operation, paused: PausedLane | None, held: WorkerPause | None
+) -> str:
     """What the status panel shows, as the token it polls with: the operation's version,
-    and the next trial of its lane's pause, which starts, ends or moves on while the
-    operation waits unchanged."""
-    if paused is None:
-        return str(operation.version)
-    return f"{operation.version}-{paused.retry_at.timestamp():.0f}"
+    the next trial of its lane's pause, which starts, ends or moves on while the
+    operation waits unchanged, and the operator's pause holding it."""
+    shown = str(operation.version)
+    if paused is not None:
+        shown += f"-{paused.retry_at.timestamp():.0f}"
+    if held is not None:
+        shown += f"-held{held.pk}"
+    return shown
 
 
 def _render(
@@ -147,12 +164,13 @@ def _render(
     decisions = list(operation.decisions.select_related("reviewer"))
     approvers = list(operation.decisions.counted_approvals().select_related("reviewer"))
     approval_rule, risk_raised_by = explain(operation)
-    paused = _paused(operation)
+    paused, held = _paused(operation), _held(operation)
     shown = preview_hash(preview) if not seen_by else ""
     context = {
         "operation": operation,
         "paused": paused,
-        "panel_version": _panel_version(operation, paused),
+        "held": held,
+        "panel_version": _panel_version(operation, paused, held),
         "run": run,
         "messages_recent": list(reversed(run.messages.order_by("-seq")[:RECENT_MESSAGES])),
         "arguments": _folded(operation.arguments),
