@@ -73,7 +73,7 @@ class ApprovalPolicyInline(admin.TabularInline):
 
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug", "alerts_pause_agent", "created_at"]
+    list_display = ["name", "slug", "alerts_pause_agent", "history_days", "created_at"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
     inlines = [MembershipInline, ApprovalPolicyInline, SlackChannelInline]

@@ -20,6 +20,7 @@ import json
 import tempfile
 import zipfile
 from datetime import UTC, datetime
+from pathlib import Path
 
 from django.db.models import Prefetch
 
@@ -38,6 +39,10 @@ def _username(user) -> str | None:
 
 
 def evidence(run: Run, *, user, now: datetime) -> dict:
+    return _evidence(run, generated_by=user.get_username(), now=now)
+
+
+def _evidence(run: Run, *, generated_by: str, now: datetime) -> dict:
     broken = verify_run_chain(run)
     checkpoints = list(run.checkpoints.order_by("seq"))
     operations = (
@@ -55,7 +60,7 @@ def evidence(run: Run, *, user, now: datetime) -> dict:
         "bundle": {
             "format": 1,
             "generated_at": _when(now),
-            "generated_by": user.get_username(),
+            "generated_by": generated_by,
         },
         "run": {
             "id": run.pk,
@@ -185,9 +190,11 @@ def _alert(alert: Alert) -> dict:
     }
 
 
-def bundle(run: Run, *, user, now: datetime) -> tempfile.SpooledTemporaryFile:
-    """The zip, in a temporary file (spilling to disk past 8 MB), rewound."""
-    content = evidence(run, user=user, now=now)
+def evidence_files(run: Run, *, generated_by: str, now: datetime) -> tuple[dict, dict[str, Path]]:
+    """The content of the run's ``evidence.json``, with ``missing_artifacts`` and
+    ``altered_artifacts``, and the stored file of each artifact that is there, by
+    sha256: what a bundle holds (and a history archive, for each of its runs)."""
+    content = _evidence(run, generated_by=generated_by, now=now)
     blobs = {item["sha256"]: blob_path(item["sha256"]) for item in content["artifacts"]}
     content["missing_artifacts"] = sorted(sha for sha, path in blobs.items() if not path.exists())
     content["altered_artifacts"] = sorted(
@@ -195,15 +202,23 @@ def bundle(run: Run, *, user, now: datetime) -> tempfile.SpooledTemporaryFile:
         for sha, path in blobs.items()
         if sha not in content["missing_artifacts"] and sha256_hex(path.read_bytes()) != sha
     )
+    present = {sha: path for sha, path in blobs.items() if sha not in content["missing_artifacts"]}
+    return content, present
+
+
+def evidence_json(content: dict) -> bytes:
+    return json.dumps(content, indent=2, ensure_ascii=False, sort_keys=True).encode()
+
+
+def bundle(run: Run, *, user, now: datetime) -> tempfile.SpooledTemporaryFile:
+    """The zip, in a temporary file (spilling to disk past 8 MB), rewound."""
+    content, blobs = evidence_files(run, generated_by=user.get_username(), now=now)
     # Returned open: the response streams it, then closes it.
     archive_file = tempfile.SpooledTemporaryFile(max_size=8 * 2**20)  # noqa: SIM115
     with zipfile.ZipFile(archive_file, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr(
-            "evidence.json", json.dumps(content, indent=2, ensure_ascii=False, sort_keys=True)
-        )
+        archive.writestr("evidence.json", evidence_json(content))
         for sha256, path in blobs.items():
-            if sha256 not in content["missing_artifacts"]:
-                archive.write(path, f"artifacts/{sha256}")
+            archive.write(path, f"artifacts/{sha256}")
     archive_file.seek(0)
     return archive_file
 

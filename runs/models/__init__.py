@@ -1,5 +1,6 @@
 from runs.models.admin_checkpoints import AdminCheckpoint
 from runs.models.alerts import Alert, AlertDelivery
+from runs.models.archives import HistoryArchive
 from runs.models.artifacts import Artifact
 from runs.models.checkpoints import Checkpoint, CheckpointArtifact
 from runs.models.feed import FeedEvent
@@ -30,6 +31,7 @@ __all__ = [
     "CheckpointArtifact",
     "Decision",
     "FeedEvent",
+    "HistoryArchive",
     "HumanRequest",
     "LedgerEntry",
     "Membership",

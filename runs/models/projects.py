@@ -3,7 +3,7 @@ import json
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
-from django.core.validators import validate_email
+from django.core.validators import MinValueValidator, validate_email
 from django.db import models
 
 from runs.models.choices import Risk
@@ -25,6 +25,13 @@ class Project(models.Model):
         help_text="While an alert is open on one of an agent's runs, that agent's other "
         "runs in this project take no new proposals or claims.",
     )
+    history_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Finished runs older than this many days are archived and pruned by "
+        "archive_history",
+    )
     alert_emails = models.JSONField(
         default=list,
         blank=True,
@@ -36,6 +43,12 @@ class Project(models.Model):
     class Meta:
         ordering = ["name"]
         permissions = [("manage_project", "Can manage members, policies and agent tokens")]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(history_days__isnull=True) | models.Q(history_days__gte=1),
+                name="project_history_days_positive",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name
