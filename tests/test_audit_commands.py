@@ -1,4 +1,5 @@
-"""verify_audit_chain, and the online backup and restore of the SQLite database."""
+"""verify_audit_chain, and the online backup and restore of the SQLite database (the
+archive itself: tests/test_backup_archive.py)."""
 
 import sqlite3
 import subprocess
@@ -15,6 +16,7 @@ from runs.models import Account, ApprovalPolicy, Checkpoint, LedgerEntry, Operat
 from runs.services.runs import start_run
 from tests.conftest import AGENT
 from tests.processes import ROOT, child_env, wait_until
+from tests.test_restore_refusals import database_changed
 
 sqlite_only = pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's backup API")
 
@@ -65,11 +67,12 @@ def test_backup_while_a_worker_commits_then_restore_holds_every_invariant(
     )
     first = Operation.objects.filter(status="committed").exists
     wait_until(first, message="the worker's first commit", process=worker)
-    call_command("backup", str(tmp_path / "backup.sqlite3"), stdout=StringIO())
+    call_command("backup", str(tmp_path / "backup.tar"), stdout=StringIO())
     assert worker.wait(timeout=120) == 0, worker.stderr.read()
     committed_at_the_end = Operation.objects.filter(status="committed").count()
 
-    code, out, err = run_command("restore", str(tmp_path / "backup.sqlite3"))
+    # The worker stopped cleanly, so it no longer counts as alive: no --force.
+    code, out, err = run_command("restore", str(tmp_path / "backup.tar"))
 
     assert code == 0, err
     assert "all invariants hold" in out
@@ -107,17 +110,15 @@ def test_backup_refuses_to_overwrite_and_restore_refuses_a_missing_file(db, tmp_
             "was made by a newer version (with migration runs.9999_from_the_future): "
             "restore it with that version",
         ),
-        ("DROP TABLE django_migrations", "is not an Oversight database"),
+        ("DROP TABLE django_migrations", "does not hold an Oversight database"),
     ],
 )
 def test_restore_refuses_a_backup_of_another_version_and_changes_nothing(
     run, tmp_path, change, said
 ):
-    backup = tmp_path / "backup.sqlite3"
+    backup = tmp_path / "backup.tar"
     call_command("backup", str(backup), stdout=StringIO())
-    with closing(sqlite3.connect(backup)) as other:
-        other.execute(change)
-        other.commit()
+    database_changed(backup, lambda database: _execute(database, change))
     start_run(session=run.session, goal="written after the backup", actor=AGENT)
 
     with pytest.raises(CommandError) as refused:
@@ -127,7 +128,7 @@ def test_restore_refuses_a_backup_of_another_version_and_changes_nothing(
     assert run.session.runs.filter(goal="written after the backup").exists()
 
 
-@pytest.mark.skipif(connection.vendor == "sqlite", reason="PostgreSQL has its own tools")
-def test_backup_on_postgresql_points_to_pg_dump(db, tmp_path):
-    with pytest.raises(CommandError, match="pg_dump"):
-        call_command("backup", str(tmp_path / "x"))
+def _execute(database, statement: str) -> None:
+    with closing(sqlite3.connect(database)) as other:
+        other.execute(statement)
+        other.commit()

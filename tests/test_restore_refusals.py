@@ -1,10 +1,14 @@
-"""``manage.py restore`` as an operator runs it (docs/operating/backups.md: "restore
-checks the backup, replaces the database's content with it, and runs check_invariants"):
-a corrupt backup is refused in one line, with a non-zero exit, and the live database is
-left as it was; a backup whose invariants are broken is restored but fails, naming
-each violation."""
+"""``manage.py restore`` as an operator runs it (docs/operating/backups.md: it "checks
+the whole archive before touching anything" and runs check_invariants after): a SQLite
+database part that was already corrupt when it was archived (its sha256 in the manifest
+matches) is refused in one line, with a non-zero exit, and the live database is left as
+it was; a backup whose invariants are broken is restored but fails, naming each
+violation. tests/test_backup_archive.py has the archive's own checks."""
 
+import hashlib
+import json
 import sqlite3
+import tempfile
 from contextlib import closing
 from io import StringIO
 from pathlib import Path
@@ -17,6 +21,7 @@ from runs.models import Checkpoint, Run
 from runs.services.runs import start_run
 from tests.conftest import AGENT
 from tests.processes import manage
+from tests.test_backup_archive import repacked
 
 pytestmark = [
     pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's backup API"),
@@ -26,9 +31,26 @@ PAGE = 4096
 
 
 def backed_up(tmp_path: Path) -> Path:
-    backup = tmp_path / "backup.sqlite3"
+    backup = tmp_path / "backup.tar"
     call_command("backup", str(backup), stdout=StringIO())
     return backup
+
+
+def database_changed(archive: Path, change) -> None:
+    """Make ``archive`` again with ``change(path)`` applied to its database part and the
+    manifest's sha256 of it to match: the database was damaged before it was archived."""
+
+    def changed(found: dict) -> None:
+        with tempfile.TemporaryDirectory() as work:
+            database = Path(work) / "database.sqlite3"
+            database.write_bytes(found["database.sqlite3"])
+            change(database)
+            found["database.sqlite3"] = database.read_bytes()
+        manifest = json.loads(found["manifest.json"])
+        manifest["database"]["sha256"] = hashlib.sha256(found["database.sqlite3"]).hexdigest()
+        found["manifest.json"] = json.dumps(manifest).encode()
+
+    repacked(archive, changed)
 
 
 def not_a_database(backup: Path) -> None:
@@ -87,7 +109,7 @@ def test_restore_refuses_a_corrupt_backup_in_one_line_and_changes_nothing(
 ):
     propose("call-1")
     backup = backed_up(tmp_path)
-    corrupt(backup)
+    database_changed(backup, corrupt)
     start_run(session=run.session, goal="written after the backup", actor=AGENT)
     before = live_database()
 
@@ -107,9 +129,14 @@ def test_restore_of_a_backup_with_broken_invariants_fails_naming_them(run, propo
     propose("call-1")
     backup = backed_up(tmp_path)
     edited = Checkpoint.objects.get(run=run, seq=2)
-    with closing(sqlite3.connect(backup)) as copy:
-        copy.execute("UPDATE runs_checkpoint SET reason = 'rewritten' WHERE id = ?", [edited.pk])
-        copy.commit()
+
+    def rewritten(database: Path) -> None:
+        with closing(sqlite3.connect(database)) as copy:
+            sql = "UPDATE runs_checkpoint SET reason = 'rewritten' WHERE id = ?"
+            copy.execute(sql, [edited.pk])
+            copy.commit()
+
+    database_changed(backup, rewritten)
 
     done = manage("restore", str(backup))
 

@@ -9,6 +9,7 @@ import re
 import shutil
 import sqlite3
 import subprocess
+import tarfile
 import zipfile
 from collections import Counter
 from contextlib import closing
@@ -24,9 +25,9 @@ from django.db.models import F
 from django.urls import reverse
 
 from runs.audit.evidence import bundle_problems
-from runs.backups import _regexp
 from runs.canonical import json_hash
 from runs.chain import verify_all_chains
+from runs.database_copies import _regexp
 from runs.models import Alert, AlertDelivery, Checkpoint, Message, Operation
 from runs.services.decisions import expire_due_operations
 from tests.first_migration import FIXTURE, make_first_migration_database
@@ -193,8 +194,8 @@ def test_bin_upgrade_backs_up_migrates_and_verifies(checkout, installation):
     done = upgrade(checkout, installation)
 
     assert done.returncode == 0, done.stderr
-    [backup] = (installation / "backups").glob("before-upgrade-*.sqlite3")
-    assert re.fullmatch(r"before-upgrade-\d{8}T\d{6}Z\.sqlite3", backup.name)
+    [backup] = (installation / "backups").glob("before-upgrade-*.tar")
+    assert re.fullmatch(r"before-upgrade-\d{8}T\d{6}Z\.tar", backup.name)
     assert done.stdout.splitlines() == [
         "upgrade: installing the locked dependencies (runtime)",
         f"upgrade: backing up the database to {backup}",
@@ -205,9 +206,12 @@ def test_bin_upgrade_backs_up_migrates_and_verifies(checkout, installation):
         f"upgrade: done; the backup is {backup}. Start the web server and the workers.",
     ]
     assert (installation / "setup-profile").read_text() == "runtime\n"
-    # The backup is the database as it was: intact, at the first migration.
-    assert sqlite(backup, "PRAGMA integrity_check") == [("ok",)]
-    assert sqlite(backup, "SELECT name FROM django_migrations WHERE app = 'runs'") == [
+    # The backup holds the database as it was: intact, at the first migration.
+    database = installation / "backed-up.sqlite3"
+    with tarfile.open(backup) as archive:
+        database.write_bytes(archive.extractfile("database.sqlite3").read())
+    assert sqlite(database, "PRAGMA integrity_check") == [("ok",)]
+    assert sqlite(database, "SELECT name FROM django_migrations WHERE app = 'runs'") == [
         ("0001_initial",)
     ]
     applied = sqlite(installation / "oversight.sqlite3", "SELECT app, name FROM django_migrations")
@@ -224,7 +228,7 @@ def test_bin_upgrade_stops_naming_the_broken_chain_and_the_backup(checkout, inst
     done = upgrade(checkout, installation)
 
     assert done.returncode == 1
-    [backup] = (installation / "backups").glob("before-upgrade-*.sqlite3")
+    [backup] = (installation / "backups").glob("before-upgrade-*.tar")
     problems = done.stderr.splitlines()
     assert re.match(r"violation: checkpoint chain broken: run 1, seq 2 .*\(edited\)", problems[0])
     assert problems[-1] == (

@@ -20,6 +20,14 @@ executor"):
    plan. A rollback step of a target that does not deduplicate is not repeated after an
    interruption: a person checks.
 
+A restore from a backup (``runs.backups``) takes over every operation that was approved
+or in flight then, as after a lost lease: its effect may have happened between the
+backup and the disaster. One that had recorded no intent is given the restore's
+(``NOTHING_CAPTURED``): verified first like any other, but with nothing captured
+before the effect no rollback step can tell what to reverse, so where the plan would
+take one, a person is alerted instead. A rollback under way at backup time may have
+been taken since: it is repeated only where repeating is harmless.
+
 An effect inside Oversight's database takes all of this in the one transaction that
 claims it (``run_at_once``), when it goes as usual: nothing is committed before the end,
 so a crash leaves nothing to resume, and no other worker can take the operation
@@ -75,6 +83,10 @@ from runs.transitions import ArtifactRef, lock_run, transition_operation
 log = logging.getLogger(__name__)
 Status = Operation.Status
 ROLLBACK_INTENT = "operation.rollback_intent"
+# The checkpoint of an operation a restore took over, and the key of the intent it gives
+# one that had none (``runs.backups``).
+RESTORED = "operation.restored"
+NOTHING_CAPTURED = "restored_with_nothing_captured"
 
 
 class Execution:
@@ -298,6 +310,11 @@ class Execution:
         """Undo or compensate, fenced like the effect itself; a step that cannot see the
         forward effect, or fails, leaves it to a person (out-of-band alert)."""
         reach(ROLLING_BACK, self.op)
+        if NOTHING_CAPTURED in (self.op.intent or {}):
+            return self._alert(
+                f"verification failed ({why}); restored from a backup, with nothing captured "
+                "before the effect: no rollback step can tell what to reverse"
+            )
         kind = self.op.rollback_kind
         steps = {
             Operation.RollbackKind.IN_BAND: (self.action.undo, Status.ROLLED_BACK),
@@ -336,8 +353,10 @@ class Execution:
     def _resume_rollback(self) -> None:
         """An earlier worker stopped during the rollback plan. A step that is safe to
         repeat (in the database, or at a target that deduplicates) is taken again;
-        otherwise, if it may have been taken already, a person must check."""
-        if self.op.checkpoints.filter(event=ROLLBACK_INTENT).exists() and not self._repeatable():
+        otherwise, if it may have been taken already (its intent is recorded, or the
+        operation was restored from a backup taken before it), a person must check."""
+        taken = self.op.checkpoints.filter(event__in=(ROLLBACK_INTENT, RESTORED)).exists()
+        if taken and not self._repeatable():
             return self._alert(
                 "an interrupted worker may already have taken the rollback step, and the "
                 "target does not deduplicate: taking it again could reverse the effect twice"

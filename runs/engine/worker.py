@@ -199,6 +199,17 @@ class Worker:
         with self._looping():
             while not self.stopping and self.step():
                 pass
+        self._sign_off()
+
+    def _sign_off(self) -> None:
+        """A worker that stopped cleanly, its effects finished, is alive no more: its
+        heartbeat goes, so that ``/healthz`` and ``restore`` (which refuses while a worker
+        is alive) do not count it for the minutes a heartbeat stays fresh. A worker
+        killed keeps its row, which ages out."""
+        try:
+            WorkerHeartbeat.objects.filter(name=self.name).delete()
+        except DatabaseError as error:
+            log.warning("worker %s: heartbeat not removed at the end: %s", self.name, error)
 
     @contextmanager
     def _looping(self) -> Iterator[None]:
@@ -235,6 +246,7 @@ class Worker:
                     self._idle(idle_seconds)
         self.effects.finish()
         self.notifications.stop()
+        self._sign_off()
         log.info("worker %s stopped", self.name)
 
     def _idle(self, seconds: float) -> None:

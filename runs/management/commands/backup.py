@@ -7,14 +7,20 @@ from runs.errors import InvalidInput
 
 
 class Command(BaseCommand):
-    help = "Back the SQLite database up online (web and workers may keep writing) and check it."
+    help = (
+        "Back up the database and the artifacts it names into one archive (a new file), "
+        "online: the web and the workers may keep writing."
+    )
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("path", type=Path)
+        parser.add_argument("path", type=Path, help="the archive to write; must not exist")
 
     def handle(self, *args, path: Path, **options) -> None:
         try:
-            backup(path)
+            manifest = backup(path)
         except InvalidInput as error:
             raise CommandError(str(error)) from None
-        self.stdout.write(f"backed up to {path} ({path.stat().st_size} bytes, integrity ok)")
+        self.stdout.write(
+            f"backed up to {path} ({path.stat().st_size} bytes: the {manifest['backend']} "
+            f"database and {len(manifest['artifacts'])} artifacts, integrity ok)"
+        )
