@@ -331,3 +331,27 @@ def test_a_rollback_under_way_at_backup_time_is_not_repeated_where_it_could_act_
 
     assert statuses(op) == ["alerted"]
     assert target.applied == {}
+
+
+def test_a_mail_sent_after_the_backup_is_not_sent_again_after_the_restore(approved, tmp_path):
+    """email.send's record (``SentEmail``) is in the database: the restored one says "not
+    sent" of a mail sent after the backup. A person decides, rather than a second mail."""
+    get_user_model().objects.create_superuser("root", "root@example.com", "pw")
+    report = approved("email")
+    archive = backed_up(tmp_path)
+    printing = {
+        "DJANGO_SETTINGS_MODULE": "tests.smtp_settings",
+        "OVERSIGHT_EMAIL_BACKEND": "django.core.mail.backends.console.EmailBackend",
+    }
+    sent = manage("runworker", "--once", **printing)  # The mail goes out after the backup.
+    assert sent.returncode == 0, sent.stderr
+    assert sent.stdout.count("Subject: Report") == 1
+
+    assert restore(archive).returncode == 0
+    assert manage("resume_workers", "--as", "root").returncode == 0
+    again = manage("runworker", "--once", "--lease-seconds", "5", **printing)
+
+    assert again.returncode == 0, again.stderr
+    assert "Subject: Report" not in again.stdout
+    assert statuses(report) == ["alerted"]
+    assert "happened after the backup" in Alert.objects.get(operation=report).summary

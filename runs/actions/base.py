@@ -51,6 +51,11 @@ rests on" in docs/concepts/leases.md):
   record, a transaction). Where it is not (a request may still be on its way to an
   HTTP target), a takeover never records an operation as not executed on its own word.
 
+- ``recorded_in_database``: the effect lands outside (a mail sent), but the record that
+  verifies and deduplicates it lives in Oversight's database (``SentEmail``). A restore
+  brings that record back as the backup had it, so after a restore "absent" cannot
+  tell whether the effect happened since: the takeover is uncertain, a person decides.
+
 An action that fires outside the database calls ``ctx.confirm_lease()`` as late as it
 can before the effect (inside its own lock, if it takes one): it raises if another
 worker holds the operation now.
@@ -278,6 +283,7 @@ class Action:
     Arguments: ClassVar[type[Arguments]]
     rollback_kind: ClassVar[str] = Operation.RollbackKind.NONE
     in_database: ClassVar[bool] = False
+    recorded_in_database: ClassVar[bool] = False
     # For the catalogue (``GET /api/v1/actions``): what it does (default: the class's
     # docstring), what ``precondition`` checks, in a sentence, and every rollback kind
     # ``rollback_kind_for`` may answer (default: ``rollback_kind`` alone).

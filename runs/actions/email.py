@@ -87,6 +87,7 @@ def refused_recipients(args: EmailArguments) -> list[str]:
 
 class SendEmail(Action):
     name = "email.send"
+    recorded_in_database = True  # SentEmail: a restore forgets a mail sent after the backup.
     Arguments = EmailArguments
     rollback_kind = Operation.RollbackKind.OUT_OF_BAND
     description = "Send an email; it cannot be unsent, so a failed verification alerts a person."

@@ -26,7 +26,9 @@ backup and the disaster. One that had recorded no intent is given the restore's
 (``NOTHING_CAPTURED``): verified first like any other, but with nothing captured
 before the effect no rollback step can tell what to reverse, so where the plan would
 take one, a person is alerted instead. A rollback under way at backup time may have
-been taken since: it is repeated only where repeating is harmless.
+been taken since: it is repeated only where repeating is harmless. An effect whose
+record lives in the database (``Action.recorded_in_database``: a mail's ``SentEmail``)
+found absent after a restore is uncertain: the record is the backup's.
 
 An effect inside Oversight's database takes all of this in the one transaction that
 claims it (``run_at_once``), when it goes as usual: nothing is committed before the end,
@@ -208,6 +210,12 @@ class Execution:
         if effect == Effect.UNCERTAIN:
             self._uncertain("on resume, verification cannot tell whether the effect happened")
             return False
+        if self.action.recorded_in_database and self._restored():
+            self._uncertain(
+                "restored from a backup: the effect's record is the backup's, so that it is "
+                "not there cannot tell whether it happened after the backup"
+            )
+            return False
         if not self.action.deduplicates(self.args):
             self._uncertain(
                 "on resume the effect is not there, but the earlier attempt may still fire "
@@ -216,6 +224,9 @@ class Execution:
             return False
         self.earlier_may_fire = not self.action.absence_is_final(self.args)
         return True
+
+    def _restored(self) -> bool:
+        return self.op.checkpoints.filter(event=RESTORED).exists()
 
     def _end_unfired(self, status: str, why: str) -> None:
         """End without firing — unless an earlier attempt's effect may still land, when
