@@ -22,6 +22,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -200,19 +201,25 @@ def _manifest(archive: tarfile.TarFile, path: Path) -> dict:
 
 
 def _read(archive: tarfile.TarFile, name: str, path: Path) -> bytes:
+    return _opened(archive, name, path).read()
+
+
+def _opened(archive: tarfile.TarFile, name: str, path: Path):
     try:
         handle = archive.extractfile(name)
     except KeyError:
         handle = None
     if handle is None:
         raise InvalidInput(f"{path} lacks {name}")
-    return handle.read()
+    return handle
 
 
 def _extracted_database(archive: tarfile.TarFile, manifest: dict, path: Path, work: Path) -> Path:
+    """The database part, copied out a chunk at a time (it may be larger than memory)."""
     part = manifest["database"]
     database = work / DATABASE[manifest["backend"]]
-    database.write_bytes(_read(archive, part["name"], path))
+    with database.open("wb") as copy:
+        shutil.copyfileobj(_opened(archive, part["name"], path), copy, 1 << 20)
     if _sha256_of(database) != part["sha256"]:
         raise InvalidInput(
             f"{path}: the database part does not have the sha256 its manifest gives: "
