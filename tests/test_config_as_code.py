@@ -109,6 +109,7 @@ def test_applying_twice_changes_nothing_the_second_time(root):
         "alert.raised",
     ]
     assert not User.objects.get(username="rivera").has_usable_password()
+    assert Project.objects.get(slug="infrastructure").history_days == 400
     assert AdminCheckpoint.objects.count() == 3  # payments, infrastructure, and the users
 
 
@@ -273,6 +274,8 @@ def test_an_alert_is_also_emailed_to_the_projects_alert_addresses(project, propo
             X + "    policies:\n      - action: a\n      - action: a\n",
             "7: policy ('a', '', '', 'null') is given twice",
         ),
+        (X + "    history_days: 0\n", "5: history_days: Ensure this value is greater than"),
+        (X + "    history_days: a year\n", "5: history_days must be a whole number"),
         (
             X + "    slack_channel: general\n",
             "5: 'general' is not a Slack channel id",

@@ -112,6 +112,8 @@ def _project(project: Project, members: dict, channel: str, variables: list[str]
     entry = {"slug": project.slug, "name": project.name}
     alerts = {"pause_agent": project.alerts_pause_agent, "emails": project.alert_emails}
     entry["alerts"] = {key: value for key, value in alerts.items() if value}
+    if project.history_days is not None:
+        entry["history_days"] = project.history_days
     entry["members"] = members
     entry["policies"] = [_policy(policy) for policy in project.policies.all()]
     if channel:

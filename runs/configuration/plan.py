@@ -95,6 +95,7 @@ def _project(spec: ProjectSpec, project: Project | None) -> list[Change]:
         "name": spec.name,
         "alerts_pause_agent": spec.alerts_pause_agent,
         "alert_emails": list(spec.alert_emails),
+        "history_days": spec.history_days,
     }
     if project is None:
         settings = "".join(

@@ -68,6 +68,7 @@ class ProjectSpec:
     name: str
     alerts_pause_agent: bool
     alert_emails: tuple[str, ...]
+    history_days: int | None
     members: dict[str, frozenset[str]]
     policies: tuple[PolicySpec, ...]
     slack_channel: str
@@ -154,14 +155,15 @@ def _user(node: Node, problems: Problems) -> UserSpec | None:
 
 
 def _project(node: Node, problems: Problems) -> ProjectSpec | None:
-    known = {"slug", "name", "alerts", "members", "policies", "slack_channel", "webhooks"}
-    entry = _mapping(node, "a project", known, problems)
+    known = {"slug", "name", "alerts", "history_days", "members", "policies", "slack_channel"}
+    entry = _mapping(node, "a project", known | {"webhooks"}, problems)
     if entry is None:
         return None
     slug = _text(entry, "slug", node, problems, required=True)
     name = _text(entry, "name", node, problems, required=True)
     pause_agent, emails = _alerts(entry.get("alerts"), problems)
-    project = Project(slug=slug, name=name, alert_emails=list(emails))
+    history_days = _whole(entry, "history_days", problems)
+    project = Project(slug=slug, name=name, alert_emails=list(emails), history_days=history_days)
     _model_rules(project, node, {**entry, "alert_emails": entry.get("alerts")}, set(), problems)
     slack_channel = _text(entry, "slack_channel", node, problems)
     if slack_channel and not SlackChannel.is_channel_id(slack_channel):
@@ -175,6 +177,7 @@ def _project(node: Node, problems: Problems) -> ProjectSpec | None:
         name=name,
         alerts_pause_agent=pause_agent,
         alert_emails=emails,
+        history_days=history_days,
         members=_members(entry.get("members"), problems),
         policies=tuple(policy for policy, _ in policies),
         slack_channel=slack_channel,
@@ -338,6 +341,16 @@ def _texts(entry: dict, key: str, problems: Problems) -> list[str]:
         problems.add(node.line, f"{key} must be a list of text")
         return []
     return [item.value.strip() for item in node.value]
+
+
+def _whole(entry: dict, key: str, problems: Problems) -> int | None:
+    node = entry.get(key)
+    if node is None:
+        return None
+    if isinstance(node.value, bool) or not isinstance(node.value, int):
+        problems.add(node.line, f"{key} must be a whole number, not {node.value!r}")
+        return None
+    return node.value
 
 
 def _boolean(entry: dict, key: str, default: bool, problems: Problems) -> bool:
