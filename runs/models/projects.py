@@ -34,6 +34,7 @@ class Project(models.Model):
     )
     alert_emails = models.JSONField(
         default=list,
+        db_default=[],
         blank=True,
         help_text="Addresses told of every alert of this project, besides its admins "
         "(e.g. an on-call list): a JSON list.",

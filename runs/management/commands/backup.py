@@ -22,5 +22,5 @@ class Command(BaseCommand):
             raise CommandError(str(error)) from None
         self.stdout.write(
             f"backed up to {path} ({path.stat().st_size} bytes: the {manifest['backend']} "
-            f"database and {len(manifest['artifacts'])} artifacts, integrity ok)"
+            f"database and {len(manifest['artifacts'])} artifact(s), integrity ok)"
         )
