@@ -21,6 +21,7 @@ verifies first (``runs.engine.executor``)."""
 import hashlib
 import io
 import json
+import logging
 import os
 import shutil
 import tarfile
@@ -39,7 +40,7 @@ from runs import database_copies
 from runs.actors import Actor
 from runs.clock import db_now
 from runs.engine.executor import NOTHING_CAPTURED, RESTORED
-from runs.errors import InvalidInput
+from runs.errors import InvalidInput, OversightError, StaleVersion
 from runs.models import Operation, WorkerHeartbeat
 from runs.models.artifacts import blob_path
 from runs.models.operations import LEASED
@@ -53,8 +54,10 @@ MANIFEST = "manifest.json"
 DATABASE = {"sqlite": "database.sqlite3", "postgresql": "database.pgdump"}
 ARTIFACTS = "artifacts/"
 RESTORE = Actor.policy("restore")
-# Approved, or between its claim and its end: it may have fired after the backup.
-MAY_HAVE_FIRED = (Operation.Status.APPROVED, *LEASED)
+log = logging.getLogger(__name__)
+# Waiting for a decision, approved, or between its claim and its end: it may have been
+# decided and fired after the backup.
+MAY_HAVE_FIRED = (Operation.Status.PROPOSED, Operation.Status.APPROVED, *LEASED)
 
 
 def _sha256_of(path: Path) -> str:
@@ -118,7 +121,9 @@ def _kept(sha256: str, referenced: bool) -> bool:
 
 
 def _write_archive(path: Path, manifest: dict, database: Path) -> None:
-    with path.open("wb") as handle:
+    """Readable by its owner only: it holds the whole database (sessions, password
+    hashes) and every artifact."""
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as handle:
         with tarfile.open(fileobj=handle, mode="w", format=tarfile.PAX_FORMAT) as archive:
             text = json.dumps(manifest, indent=2).encode()
             archive.addfile(_member(MANIFEST, len(text)), io.BytesIO(text))
@@ -280,13 +285,20 @@ def refuse_while_workers_alive() -> None:
 def restore(path: Path, *, force: bool = False) -> int:
     """Replace the installation's database and artifacts with the archive's, then hold:
     returns how many operations were taken over."""
-    with tempfile.TemporaryDirectory(prefix="oversight-restore-") as work:
+    # Beside the archive, not in the system's temporary folder (often small, or memory).
+    with tempfile.TemporaryDirectory(prefix="oversight-restore-", dir=path.parent) as work:
         archive = checked(path, Path(work))
         if not force:
             refuse_while_workers_alive()
         _write_artifacts(archive)
         database_copies.replace(archive.database)
-    return hold(archive)
+    try:
+        return hold(archive)
+    except OversightError as error:
+        raise InvalidInput(
+            f"{path} was restored, but the workers are not held ({error}): pause them "
+            "now with manage.py pause_workers, then check"
+        ) from None
 
 
 def _write_artifacts(archive: Checked) -> None:
@@ -302,8 +314,8 @@ def _write_artifacts(archive: Checked) -> None:
 @transaction.atomic
 def hold(archive: Checked) -> int:
     """Pause every worker, and take over each operation that may have fired after the
-    backup, in one transaction: a worker running despite the refusal (``--force``)
-    claims nothing of it before both are there."""
+    backup, in one transaction, just after the database was replaced. An operation a
+    worker still running (``--force``) changed in that moment is left to it, logged."""
     now = timezone.now().isoformat(timespec="seconds")
     if WorkerPause.objects.filter(lane=WorkerPause.EVERY_LANE).exists():
         resume_workers(actor=RESTORE)  # The backup's own pause, replaced by this one's.
@@ -317,22 +329,31 @@ def hold(archive: Checked) -> int:
     operations = Operation.objects.filter(
         executor=Operation.Executor.SERVER, status__in=MAY_HAVE_FIRED
     ).order_by("pk")
+    taken = 0
     for operation in operations:
-        _take_over(operation, taken_at)
-    return len(operations)
+        try:
+            _take_over(operation, taken_at)
+            taken += 1
+        except StaleVersion:  # A worker still running (--force) took it meanwhile.
+            log.warning("restore: operation %s changed while it was being held", operation.pk)
+    return taken
 
 
 def _take_over(operation: Operation, taken_at: str) -> None:
     """As after a lost lease: in flight with an expired lease, so that its next claim is
     a takeover, which verifies first. One without an intent gets the restore's, which
     says that nothing was captured before the effect (``NOTHING_CAPTURED``)."""
-    changes = {"lease_expires_at": db_now()}
+    changes = (
+        {} if operation.status == Operation.Status.PROPOSED else {"lease_expires_at": db_now()}
+    )
     if operation.intent is None:
         changes["intent"] = {NOTHING_CAPTURED: {"backup_taken_at": taken_at}}
     if operation.status == Operation.Status.APPROVED:
         changes["lease_owner"] = "restore"
     transition_operation(
         operation=operation,
+        # One waiting for a decision waits still; its intent makes its first claim,
+        # once approved again, verify first too.
         to=Operation.Status.IN_FLIGHT
         if operation.status == Operation.Status.APPROVED
         else operation.status,

@@ -116,6 +116,8 @@ def _regexp(pattern: str, value) -> bool:
 
 # --- PostgreSQL ------------------------------------------------------------------------
 
+# How long pg_dump waits for a table's lock before it gives up.
+LOCK_WAIT = "60s"
 # Into the database as it is: its tables dropped and made again, as the current role,
 # all in one transaction (a failure leaves the database as it was).
 RESTORE_OPTIONS = (
@@ -142,7 +144,16 @@ def _postgresql_snapshot(target: Path) -> tuple[list[tuple], list[tuple]]:
         named = cursor.fetchall()
         cursor.execute(MIGRATIONS_SQL)
         migrations = cursor.fetchall()
-        _pg_run("pg_dump", "--format=custom", f"--snapshot={snapshot_id}", "--file", target)
+        # A table locked by a migration or a restore would otherwise have it (and this
+        # open transaction) wait without end: give up with an error instead.
+        _pg_run(
+            "pg_dump",
+            "--format=custom",
+            f"--snapshot={snapshot_id}",
+            f"--lock-wait-timeout={LOCK_WAIT}",
+            "--file",
+            target,
+        )
     return named, migrations
 
 

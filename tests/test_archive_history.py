@@ -191,6 +191,25 @@ def test_one_byte_changed_in_the_evidence_fails_verification(old, out):
     assert f"broken: run {old.pk}: runs/{old.pk}/evidence.json does not match the sha256" in err
 
 
+def test_bit_rot_in_a_compressed_member_is_one_line(old, out):
+    """Years later the archive's bytes may have rotted: a compressed member that no longer
+    inflates is reported, not a traceback."""
+    archive("--out", str(out), CUT, cut_at(30))
+    with zipfile.ZipFile(out) as zipped:
+        member = zipped.getinfo(f"runs/{old.pk}/evidence.json")
+    content = bytearray(out.read_bytes())
+    header = member.header_offset
+    name_length = int.from_bytes(content[header + 26 : header + 28], "little")
+    extra_length = int.from_bytes(content[header + 28 : header + 30], "little")
+    data = header + 30 + name_length + extra_length
+    for offset in range(data, data + member.compress_size // 2):
+        content[offset] ^= 0xFF
+    out.write_bytes(bytes(content))
+
+    with pytest.raises(CommandError, match="is not a history archive, or is damaged"):
+        verify(out)
+
+
 def test_one_byte_changed_in_an_artifact_fails_verification(old, out):
     archive("--out", str(out), CUT, cut_at(30))
     sha256 = sha256_hex(b"old report\n")

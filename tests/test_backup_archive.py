@@ -355,3 +355,49 @@ def test_a_mail_sent_after_the_backup_is_not_sent_again_after_the_restore(approv
     assert "Subject: Report" not in again.stdout
     assert statuses(report) == ["alerted"]
     assert "happened after the backup" in Alert.objects.get(operation=report).summary
+
+
+def test_an_approval_that_lapsed_by_the_restore_is_not_carried_out_late(
+    run, propose, reviewer, tmp_path
+):
+    """Approved but not yet claimed at backup time; by the time the restore is checked
+    and the workers resumed, its approval has lapsed: not fired, and the agent is told."""
+    get_user_model().objects.create_superuser("root", "root@example.com", "pw")
+    written = file_write_on_another_run(run, propose, reviewer)
+    archive = backed_up(tmp_path)
+    assert restore(archive).returncode == 0
+    lapsed = timezone.now() - timedelta(minutes=1)  # A day passed while it was restored.
+    Operation.objects.filter(pk=written.pk).update(approval_expires_at=lapsed)
+
+    assert manage("resume_workers", "--as", "root").returncode == 0
+    drain()
+
+    assert statuses(written) == ["failed"]
+    assert "approval lapsed" in Operation.objects.get(pk=written.pk).status_reason
+    assert not (workspace_of(run.project) / "notes/today.md").exists()
+
+
+def test_a_decision_lost_with_the_backup_does_not_send_a_mail_twice(propose, reviewer, tmp_path):
+    """Waiting for a decision at backup time; approved and sent after it. Restored, it
+    waits again; approved again, its first claim verifies first: a person decides,
+    rather than a second mail."""
+    get_user_model().objects.create_superuser("root", "root@example.com", "pw")
+    mail = {"to": ["ops@example.com"], "subject": "Report", "body": "All green."}
+    report = propose("mail", action="email.send", arguments=mail, rollback_kind="out_of_band")
+    archive = backed_up(tmp_path)
+    decide_on(report, reviewer)
+    printing = {
+        "DJANGO_SETTINGS_MODULE": "tests.smtp_settings",
+        "OVERSIGHT_EMAIL_BACKEND": "django.core.mail.backends.console.EmailBackend",
+    }
+    assert manage("runworker", "--once", **printing).stdout.count("Subject: Report") == 1
+
+    assert restore(archive).returncode == 0
+    assert statuses(report) == ["proposed"]
+    decide_on(report, reviewer)  # The reviewer, not knowing, approves it again.
+    assert manage("resume_workers", "--as", "root").returncode == 0
+    again = manage("runworker", "--once", "--lease-seconds", "5", **printing)
+
+    assert again.returncode == 0, again.stderr
+    assert "Subject: Report" not in again.stdout
+    assert statuses(report) == ["alerted"]

@@ -27,6 +27,7 @@ import json
 import os
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -79,6 +80,22 @@ HANGING = (
     (Operation, "run"),
     (HumanRequest, "run"),
     (Message, "run"),
+)
+
+
+# What reading a zip that is not one of ours, or one gone bad, raises: bit rot in a
+# compressed member (zlib.error), an encrypted or unknown member (RuntimeError,
+# NotImplementedError), a manifest of the wrong shape (AttributeError, KeyError…).
+DAMAGED = (
+    OSError,
+    zipfile.BadZipFile,
+    zlib.error,
+    RuntimeError,
+    NotImplementedError,
+    AttributeError,
+    KeyError,
+    ValueError,
+    TypeError,
 )
 
 
@@ -312,8 +329,8 @@ def checked(path: Path) -> tuple[dict, list[str]]:
     try:
         with zipfile.ZipFile(path) as archive:
             return manifest_of(archive), archive_problems(archive)
-    except (OSError, zipfile.BadZipFile, KeyError, ValueError, TypeError) as error:
-        raise ArchiveError(f"{path} is not a history archive: {error}") from None
+    except DAMAGED as error:
+        raise ArchiveError(f"{path} is not a history archive, or is damaged: {error}") from None
 
 
 class _RunInArchive:

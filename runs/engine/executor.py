@@ -223,7 +223,22 @@ class Execution:
             )
             return False
         self.earlier_may_fire = not self.action.absence_is_final(self.args)
+        if self._restored_after_its_approval():
+            self._end_unfired(
+                Status.FAILED,
+                "restored from a backup after its approval lapsed: not carried out late",
+            )
+            return False
         return True
+
+    def _restored_after_its_approval(self) -> bool:
+        """A restore took it over before any worker had claimed it, and its approval has
+        lapsed since (the restore may come long after the backup): firing now would act
+        on an approval that no longer holds."""
+        lapses = self.op.approval_expires_at
+        return (
+            NOTHING_CAPTURED in (self.op.intent or {}) and lapses is not None and lapses <= db_now()
+        )
 
     def _restored(self) -> bool:
         return self.op.checkpoints.filter(event=RESTORED).exists()
