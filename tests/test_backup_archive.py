@@ -9,6 +9,7 @@ import hashlib
 import io
 import json
 import signal
+import stat
 import subprocess
 import sys
 import tarfile
@@ -78,6 +79,8 @@ def test_a_backup_is_one_archive_with_the_database_and_its_artifacts(run, tmp_pa
     assert manifest["artifacts"] == [{"sha256": artifact.sha256, "size": len(NOTE)}]
     assert ["runs", "0001_initial"] in manifest["migrations"]
     assert (manifest["format"], manifest["format_version"]) == ("oversight-backup", 1)
+    # It holds sessions, password hashes and every artifact: its owner's only.
+    assert stat.S_IMODE(archive.stat().st_mode) == 0o600
 
 
 def test_a_backup_never_overwrites_a_file(tmp_path):

@@ -12,6 +12,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
+from runs.actors import Actor
+from runs.configuration.files import ConfigProblems, load
+from runs.configuration.files import apply as apply_file
 from runs.models import (
     AdminCheckpoint,
     Alert,
@@ -338,3 +341,16 @@ def test_applying_needs_a_named_superuser(root, args, message):
 def test_export_of_an_unknown_project_is_one_line():
     with pytest.raises(CommandError, match="no project 'ghost'"):
         call_command("export_config", "--project", "ghost", stdout=StringIO())
+
+
+def test_a_change_made_between_the_diff_and_the_apply_applies_nothing(root):
+    """What is written is what was printed: an admin (or a second apply) changing the
+    database after the diff was worked out stops the apply, whole."""
+    loaded = load(EXAMPLE)
+    Project.objects.create(slug="payments", name="Made meanwhile")
+
+    with pytest.raises(ConfigProblems, match="the database changed since"):
+        apply_file(loaded, Actor.of_user(root))
+    assert list(Project.objects.values_list("name", flat=True)) == ["Made meanwhile"]
+    assert not User.objects.filter(username="rivera").exists()
+    assert not AdminCheckpoint.objects.exists()

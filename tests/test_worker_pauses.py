@@ -14,7 +14,7 @@ from django.core.management import call_command
 
 from runs.actors import Actor
 from runs.clock import db_now
-from runs.errors import InvalidInput
+from runs.errors import InvalidInput, NotPermitted
 from runs.models import AdminCheckpoint, Operation
 from runs.models.workers import WorkerPause
 from runs.services.pauses import pause_workers, resume_workers
@@ -83,9 +83,12 @@ def test_nothing_runs_while_every_lane_is_paused_each_time_and_runs_once_resumed
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_paused_lane_holds_its_operations_while_another_lanes_run(approved, admin_user, worker):
+def test_a_paused_lane_holds_its_operations_while_another_lanes_run(
+    propose, reviewer, approved, admin_user, worker
+):
+    held = propose("pay-1")  # First in line: a worker would take it first.
     pause_workers(lane=LEDGER, actor=Actor.of_user(admin_user), reason="Ledger audit")
-    held = approved("ledger")  # First in line: a worker would take it first.
+    decide_on(held, reviewer)
     other = approved("file")
 
     becomes(other, Operation.Status.COMMITTED, worker)
@@ -95,7 +98,10 @@ def test_a_paused_lane_holds_its_operations_while_another_lanes_run(approved, ad
     becomes(held, Operation.Status.COMMITTED, worker)
 
 
-def test_each_pause_and_resume_is_recorded_naming_the_operator_and_verifies(superuser, admin_user):
+def test_each_pause_and_resume_is_recorded_naming_the_operator_and_verifies(
+    propose, superuser, admin_user
+):
+    propose("pay-1")  # An operation of the admin's project in the lane.
     said("pause_workers", "--reason", "Restore drill", "--as", "root")
     said("pause_workers", "--lane", LEDGER, "--reason", "Ledger audit", "--as", "admin")
     listed = [line.split(maxsplit=2)[:2] for line in said("list_pauses").splitlines()[1:]]
@@ -145,33 +151,61 @@ def test_a_restore_holds_every_worker_as_oversight_itself(db):
         ),
         (
             ["pause_workers", "--lane", LEDGER, "--reason", "r", "--as", "reviewer"],
-            "reviewer may not pause or resume a lane: an admin of a project may",
+            "reviewer may not pause or resume lane database: an admin of every project whose "
+            "operations use it may, or a superuser",
+        ),
+        (
+            ["pause_workers", "--lane", LEDGER, "--reason", "r", "--as", "outsider"],
+            "outsider may not pause or resume lane database: an admin of every project whose "
+            "operations use it may, or a superuser",
         ),
         (
             ["pause_workers", "--lane", LEDGER, "--reason", " ", "--as", "admin"],
             "reason: say why the workers are paused",
         ),
         (
-            ["pause_workers", "--lane", "taken", "--reason", "r", "--as", "admin"],
-            "lane taken is already paused; resume it first",
+            ["pause_workers", "--lane", LEDGER, "--reason", "r", "--as", "admin"],
+            "lane database is already paused; resume it first",
         ),
         (
-            ["resume_workers", "--lane", LEDGER, "--as", "admin"],
-            "lane database is not paused (list_pauses shows what is)",
+            [
+                "pause_workers",
+                "--lane",
+                "http.request typo.example",
+                "--reason",
+                "r",
+                "--as",
+                "admin",
+            ],
+            "no operation uses lane 'http.request typo' (list_operations shows lanes)",
+        ),
+        (
+            ["resume_workers", "--lane", "nowhere", "--as", "admin"],
+            "lane nowhere is not paused (list_pauses shows what is)",
         ),
     ],
 )
 def test_a_refusal_is_one_line_and_exit_status_1_and_changes_nothing(
-    admin_user, reviewer, args, line
+    propose, admin_user, reviewer, outsider, args, line
 ):
-    pause_workers(lane="taken", actor=Actor.of_user(admin_user), reason="Taken first")
+    propose("pay-1")
+    pause_workers(lane=LEDGER, actor=Actor.of_user(admin_user), reason="Taken first")
 
     done = manage(*args)
 
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [f"CommandError: {line}"]
-    assert list(WorkerPause.objects.values_list("lane", flat=True)) == ["taken"]
+    assert list(WorkerPause.objects.values_list("lane", flat=True)) == [LEDGER]
     assert AdminCheckpoint.objects.count() == 1
+
+
+def test_what_a_superuser_paused_an_admin_may_not_resume(propose, superuser, admin_user):
+    propose("pay-1")
+    pause_workers(lane=LEDGER, actor=Actor.of_user(superuser), reason="Target under repair")
+
+    with pytest.raises(NotPermitted, match="admin may not resume what root paused"):
+        resume_workers(lane=LEDGER, actor=Actor.of_user(admin_user))
+    assert WorkerPause.objects.filter(lane=LEDGER).exists()
 
 
 def test_staff_see_who_paused_the_workers_and_why_on_the_overview(client, superuser, reviewer):

@@ -9,14 +9,20 @@ from pathlib import Path
 
 import yaml
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from runs.actors import Actor
 from runs.configuration.document import Problems, read
 from runs.configuration.plan import Change, plan
-from runs.configuration.schema import VERSION, config, duration_text
+from runs.configuration.schema import VERSION, Config, config, duration_text
 from runs.models import Membership, Project, SlackChannel
 from runs.services.admin_record import record_admin_act
+
+# When the database changed between the diff printed and the transaction applying it.
+CHANGED = (
+    "{path}: the database changed since the changes above were worked out; nothing "
+    "applied: run apply_config again"
+)
 
 
 class ConfigProblems(Exception):
@@ -31,6 +37,7 @@ class ConfigProblems(Exception):
 class Loaded:
     path: Path
     sha256: str
+    specs: Config
     changes: list[Change]
 
 
@@ -47,29 +54,38 @@ def load(path: Path) -> Loaded:
     specs = config(root, problems) if root is not None else None
     if specs is None:
         raise ConfigProblems(problems.lines())
-    return Loaded(path, hashlib.sha256(content).hexdigest(), plan(specs))
+    return Loaded(path, hashlib.sha256(content).hexdigest(), specs, plan(specs))
 
 
 def apply(loaded: Loaded, actor: Actor) -> list[str]:
     """Make every change in one transaction, each project's recorded as an admin
     checkpoint naming who applied which file (and the users' as one more); returns what
     must be shown once."""
-    shown = []
-    with transaction.atomic():
-        for change in loaded.changes:
-            if note := change.make():
-                shown.append(note)
-        for slug in dict.fromkeys(change.project for change in loaded.changes):
-            record_admin_act(
-                "config.applied",
-                actor,
-                project=Project.objects.get(slug=slug) if slug else None,
-                detail={
-                    "file": loaded.path.name,
-                    "sha256": loaded.sha256,
-                    "changes": [c.text for c in loaded.changes if c.project == slug],
-                },
-            )
+    try:
+        with transaction.atomic():
+            return _apply(loaded, actor)
+    except IntegrityError:  # Another apply, or an admin, made the same row meanwhile.
+        raise ConfigProblems([CHANGED.format(path=loaded.path)]) from None
+
+
+def _apply(loaded: Loaded, actor: Actor) -> list[str]:
+    """The changes, planned again in the transaction that makes them: what is written is
+    what was printed and what the checkpoints record, or nothing."""
+    changes = plan(loaded.specs)
+    if [change.text for change in changes] != [change.text for change in loaded.changes]:
+        raise ConfigProblems([CHANGED.format(path=loaded.path)])
+    shown = [note for change in changes if (note := change.make())]
+    for slug in dict.fromkeys(change.project for change in changes):
+        record_admin_act(
+            "config.applied",
+            actor,
+            project=Project.objects.get(slug=slug) if slug else None,
+            detail={
+                "file": loaded.path.name,
+                "sha256": loaded.sha256,
+                "changes": [change.text for change in changes if change.project == slug],
+            },
+        )
     return shown
 
 

@@ -42,7 +42,11 @@ class Command(BaseCommand):
         elif dry_run:
             self.stdout.write(f"{file}: {count} change(s) (dry run: nothing applied)")
         else:
-            for note in apply(loaded, actor):
+            try:
+                shown = apply(loaded, actor)
+            except ConfigProblems as problems:
+                raise CommandError(problems.lines[0]) from None
+            for note in shown:
                 self.stdout.write(note)
             self.stdout.write(f"{file}: {count} change(s) applied (sha256 {loaded.sha256})")
 

@@ -8,9 +8,9 @@ from runs.services.pauses import pause_workers
 
 class Command(BaseCommand):
     help = (
-        "Stop the workers claiming operations: of every lane (a superuser may), or of "
-        "one with --lane (an admin of any project may), as the user named by --as, until "
-        "resume_workers. What a worker already took goes on to its end."
+        "Stop the workers claiming operations: of every lane (a superuser may), or of one "
+        "with --lane (an admin of every project using it may), as the user named by --as, "
+        "until resume_workers. What a worker already took goes on to its end."
     )
 
     def add_arguments(self, parser) -> None:
