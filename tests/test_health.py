@@ -170,9 +170,10 @@ def test_degraded_and_down_together_is_unhealthy(client, run, nobody_listens):
     assert body["checks"]["open_alerts"]["ok"] is False
 
 
-def test_every_lane_paused_by_an_operator_is_degraded_for_monitors_not_for_the_web(client):
+def test_every_lane_paused_by_an_operator_is_degraded_for_monitors_not_for_the_web(client, propose):
     Worker("health-worker").housekeeping()
-    pause_workers(lane="http.request api.example.com", actor=Actor.policy("drill"), reason="Fix")
+    propose("pay-1")  # A transfer: an operation in the lane "database".
+    pause_workers(lane="database", actor=Actor.policy("drill"), reason="Fix the example.com")
     one_lane = client.get("/healthz").json()["checks"]["pauses"]
     pause_workers(actor=Actor.policy("drill"), reason="Secret maintenance details")
 

@@ -293,8 +293,9 @@ def test_a_scrape_costs_the_same_queries_however_much_data(
         client.get("/metrics", headers=SCRAPE)
 
 
-def test_metrics_show_every_lane_always_and_each_lane_paused(client, settings):
+def test_metrics_show_every_lane_always_and_each_lane_paused(client, settings, propose):
     settings.OVERSIGHT_METRICS_TOKEN = TOKEN
+    propose("pay-1")  # A transfer: an operation in the lane "database".
     before = scrape(client)
     pause_workers(actor=Actor.policy("drill"), reason="Drill")
     pause_workers(lane="database", actor=Actor.policy("drill"), reason="Audit")

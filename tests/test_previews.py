@@ -20,8 +20,9 @@ from tests.helpers import decide_on, page_of, post_decision, shown, stored
 from tests.test_verify_evidence import rewrite, verify
 
 # The next and the previous operation waiting for the reviewer (each looked for after
-# it, then round from the other end: the keys, then the rows), its lane's pauses, included.
-QUERIES = 17
+# it, then round from the other end: the keys, then the rows), its lane's pauses by the
+# workers' breakers and, as it is approved, by an operator, included.
+QUERIES = 18
 
 
 def write(propose, path: str, content: str, expected: str | None, call_id: str = "w-1"):

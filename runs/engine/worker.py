@@ -199,9 +199,8 @@ class Worker:
         with self._looping():
             while not self.stopping and self.step():
                 pass
-        self._sign_off()
 
-    def _sign_off(self) -> None:
+    def sign_off(self) -> None:
         """A worker that stopped cleanly, its effects finished, is alive no more: its
         heartbeat goes, so that ``/healthz`` and ``restore`` (which refuses while a worker
         is alive) do not count it for the minutes a heartbeat stays fresh. A worker
@@ -246,7 +245,7 @@ class Worker:
                     self._idle(idle_seconds)
         self.effects.finish()
         self.notifications.stop()
-        self._sign_off()
+        self.sign_off()
         log.info("worker %s stopped", self.name)
 
     def _idle(self, seconds: float) -> None:

@@ -34,5 +34,6 @@ class Command(BaseCommand):
                 worker.drain()
             except DatabaseError as error:  # Busy past its timeout, or unreachable.
                 raise CommandError(f"runworker --once stopped: the database: {error}") from None
+            worker.sign_off()
         else:
             worker.run(idle_seconds=idle_seconds)
