@@ -171,7 +171,7 @@ def test_a_restore_holds_every_worker_as_oversight_itself(db):
             [
                 "pause_workers",
                 "--lane",
-                "http.request typo.example",
+                "http.request typo",
                 "--reason",
                 "r",
                 "--as",
