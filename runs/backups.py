@@ -45,7 +45,7 @@ from runs.models import Operation, WorkerHeartbeat
 from runs.models.artifacts import blob_path
 from runs.models.operations import LEASED
 from runs.models.workers import WorkerPause
-from runs.services.artifacts import write_durably
+from runs.services.artifacts import file_sha256, sync_folder, write_durably
 from runs.services.pauses import pause_workers, resume_workers
 from runs.transitions import transition_operation
 
@@ -58,14 +58,6 @@ log = logging.getLogger(__name__)
 # Waiting for a decision, approved, or between its claim and its end: it may have been
 # decided and fired after the backup.
 MAY_HAVE_FIRED = (Operation.Status.PROPOSED, Operation.Status.APPROVED, *LEASED)
-
-
-def _sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _member(name: str, size: int) -> tarfile.TarInfo:
@@ -96,13 +88,13 @@ def backup(path: Path) -> dict:
             "backend": backend,
             "taken_at": timezone.now().isoformat(timespec="seconds"),
             "migrations": [list(migration) for migration in migrations],
-            "database": {"name": database.name, "sha256": _sha256_of(database)},
+            "database": {"name": database.name, "sha256": file_sha256(database)},
             "artifacts": [{"sha256": sha, "size": size} for sha, size in artifacts],
         }
         written = Path(work) / "archive.tar"
         _write_archive(written, manifest, database)
         os.link(written, path)  # Fails, rather than replaces, if the name was taken.
-    _sync_folder(path.parent)
+    sync_folder(path.parent)
     return manifest
 
 
@@ -142,14 +134,6 @@ def _artifact_bytes(sha256: str, size: int) -> bytes:
     if len(content) != size or hashlib.sha256(content).hexdigest() != sha256:
         raise InvalidInput(f"artifact {sha256} in storage no longer has its sha256: damaged")
     return content
-
-
-def _sync_folder(folder: Path) -> None:
-    descriptor = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 # --- Restore: checks -------------------------------------------------------------------
@@ -225,7 +209,7 @@ def _extracted_database(archive: tarfile.TarFile, manifest: dict, path: Path, wo
     database = work / DATABASE[manifest["backend"]]
     with database.open("wb") as copy:
         shutil.copyfileobj(_opened(archive, part["name"], path), copy, 1 << 20)
-    if _sha256_of(database) != part["sha256"]:
+    if file_sha256(database) != part["sha256"]:
         raise InvalidInput(
             f"{path}: the database part does not have the sha256 its manifest gives: "
             "altered or damaged"

@@ -22,7 +22,6 @@ run's lock and only if its version is still the one archived (a run that changed
 meanwhile stays, for a later archive).
 """
 
-import hashlib
 import json
 import os
 import tempfile
@@ -57,7 +56,7 @@ from runs.models import (
     WebhookEvent,
 )
 from runs.services.admin_record import record_admin_act
-from runs.services.artifacts import collect_orphan_artifacts
+from runs.services.artifacts import collect_orphan_artifacts, file_sha256, sync_folder
 from runs.transitions import lock_run
 
 FORMAT = 1
@@ -247,7 +246,7 @@ def write_archive(path: Path, cut: Cut, *, actor: Actor) -> Written:
             os.fsync(handle.fileno())
         if written.entries:
             os.link(temp, path)  # Unlike a rename, refuses to replace a file already there.
-            _fsync_folder(path.parent)
+            sync_folder(path.parent)
     finally:
         Path(temp).unlink(missing_ok=True)
     if written.entries:
@@ -298,14 +297,6 @@ def _manifest(cut: Cut, actor: Actor, written: Written) -> dict:
     return {**manifest, "digest": json_hash(manifest)}
 
 
-def _fsync_folder(folder: Path) -> None:
-    descriptor = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
 def _read_back(written: Written) -> None:
     """Check the file as a reader will, before anything is deleted; a file that does
     not verify is removed, and nothing is pruned."""
@@ -314,14 +305,6 @@ def _read_back(written: Written) -> None:
         written.path.unlink()
         raise ArchiveError(f"the archive written does not verify ({problems[0]}): nothing pruned")
     written.sha256 = file_sha256(written.path)
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(2**20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def checked(path: Path) -> tuple[dict, list[str]]:

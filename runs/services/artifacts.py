@@ -5,6 +5,7 @@ reference. A crash leaves at worst an unreferenced blob, which
 ``collect_orphan_artifacts`` removes later; never a reference to missing bytes.
 """
 
+import hashlib
 import os
 import re
 import tempfile
@@ -65,11 +66,25 @@ def write_durably(path: Path, content: bytes, *, prefix: str = INCOMING) -> None
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
-    folder = os.open(path.parent, os.O_RDONLY)
+    sync_folder(path.parent)
+
+
+def sync_folder(folder: Path) -> None:
+    """Make a rename or a new name in ``folder`` durable (fsync of the folder itself)."""
+    descriptor = os.open(folder, os.O_RDONLY)
     try:
-        os.fsync(folder)
+        os.fsync(descriptor)
     finally:
-        os.close(folder)
+        os.close(descriptor)
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file of any size, read a MiB at a time."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 # RFC 6838's type/subtype (restricted-name), without parameters.
