@@ -117,9 +117,13 @@ def _update(model: type[models.Model], names: tuple, where: tuple, vendor: str):
 
 def _check_plain(fields: list[models.Field]) -> None:
     """Refuse a column that is not written as a plain ``%s`` (a binary one, on some
-    backends), not a column at all (a many-to-many), or one the database fills."""
+    backends), not a column at all (a many-to-many), or one the database fills (a
+    ``db_default`` without a Python ``default``; with both, the database's is for the
+    previous release's processes, which leave the column out, and the ORM writes the
+    Python one, as this does)."""
     for field in fields:
-        special = getattr(field, "get_placeholder_sql", None) or field.has_db_default()
+        fills = field.has_db_default() and not field.has_default()
+        special = getattr(field, "get_placeholder_sql", None) or fills
         if special or not field.concrete or field.generated:
             raise TypeError(f"{field} needs the ORM to be written")
 

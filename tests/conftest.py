@@ -150,6 +150,7 @@ def target(settings):
     settings.OVERSIGHT_HTTP_ALLOWED_HOSTS = [host]
     server.base = f"http://{host}"
     server.applied = server.RequestHandlerClass.state.applied
+    server.received = server.RequestHandlerClass.state.received
     yield server
     server.shutdown()
     server.server_close()

@@ -31,6 +31,7 @@ class TargetState:
         self.replies: dict[str, tuple[int, dict]] = {}
         self.epochs: dict[str, int] = {}
         self.applied: Counter[str] = Counter()
+        self.received: Counter[str] = Counter()  # requests to change, applied or not
 
 
 def etag(item: dict) -> str:
@@ -65,6 +66,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._reply(404, {"error": "no such resource"})
         body = self._body()
         key = self.headers.get("Idempotency-Key", "")
+        with self.state.lock:
+            self.state.received[key] += 1
         if mode == "slow":
             time.sleep(SLOW_SECONDS)
         with self.state.lock:

@@ -80,13 +80,13 @@ class Operation(models.Model):
     executor = models.CharField(max_length=8, choices=Executor.choices, default=Executor.SERVER)
     # The target the effect waits on (``Action.lane``), kept with the arguments: a
     # worker claims nothing of a lane that is full or whose target stopped answering.
-    lane = models.CharField(max_length=300, blank=True, default="")
+    lane = models.CharField(max_length=300, blank=True, default="", db_default="")
     # What it would do, in one line, from its arguments (``Action.gist``): the queue's row.
-    gist = models.CharField(max_length=200, blank=True, default="")
+    gist = models.CharField(max_length=200, blank=True, default="", db_default="")
     # What it acts on that others may too, from its arguments (``Action.target``: an
     # account, a file, a host; "" for nothing shared): its page lists the others
     # waiting on the same target, and what they would do together.
-    target = models.CharField(max_length=200, blank=True, default="")
+    target = models.CharField(max_length=200, blank=True, default="", db_default="")
     required_approvals = models.PositiveSmallIntegerField()
     approval_rule = models.CharField(
         max_length=300, blank=True, help_text="The policy rule that set risk and approvals."

@@ -53,7 +53,9 @@ class HumanRequest(models.Model):
     # The agent's own name for it (a framework's interrupt id…): unique per token.
     external_id = models.CharField(max_length=200, blank=True, default="")
     prompt = models.TextField()
-    kind = models.CharField(max_length=8, choices=RequestKind.choices)
+    kind = models.CharField(
+        max_length=8, choices=RequestKind.choices, db_default=RequestKind.SIGN_OFF
+    )
     context = models.TextField(blank=True, default="", help_text="Markdown, shown escaped.")
     answer_schema = models.JSONField(null=True, blank=True)
     # The schema's properties in the order the agent gave them, which its form follows:

@@ -13,7 +13,7 @@ class WorkerHeartbeat(models.Model):
     seen_at = models.DateTimeField()
     # The lanes this worker paused because their target stopped answering:
     # {lane: {"since": ISO time, "failures": n, "retry_at": ISO time}}.
-    paused_lanes = models.JSONField(default=dict, blank=True)
+    paused_lanes = models.JSONField(default=dict, db_default={}, blank=True)
 
     def __str__(self) -> str:
         return f"worker {self.name} (seen {self.seen_at:%Y-%m-%d %H:%M:%S})"
