@@ -23,7 +23,7 @@ _READ = [
 ROLE_PERMISSIONS: dict[str, list[str]] = {
     Role.REVIEWER: [*_READ, "decide_operation"],
     Role.AUDITOR: _READ,
-    Role.ADMIN: [*_READ, "cancel_run", "resolve_alert", "manage_project"],
+    Role.ADMIN: [*_READ, "cancel_run", "resolve_alert", "requeue_operation", "manage_project"],
 }
 
 
@@ -71,6 +71,8 @@ def own_interest(item: Operation | HumanRequest, reviewer) -> str | None:
     One rule for operations and human requests."""
     if item.run.session.owner_id == reviewer.pk:
         return "you own this run, so someone else must decide on it"
+    if isinstance(item, Operation) and item.requeued_by_id == reviewer.pk:
+        return "you requeued this, so someone else must decide on it"
     if isinstance(item, HumanRequest):
         token, did = item.asked_by_token, "asked"
     else:
@@ -82,3 +84,15 @@ def own_interest(item: Operation | HumanRequest, reviewer) -> str | None:
     if token.issued_by_id == reviewer.pk:
         return f"you issued the agent token that {did} this, so someone else must decide on it"
     return None
+
+
+def excluding_own_interest(items: QuerySet, user) -> QuerySet:
+    """``items`` (operations or human requests) without those ``user`` may not decide,
+    as ``own_interest`` says, in SQL: for the queue's next and the reviewers' emails."""
+    token = "asked_by_token" if items.model is HumanRequest else "proposed_by_token"
+    items = (
+        items.exclude(run__session__owner=user)
+        .exclude(**{f"{token}__owner": user})
+        .exclude(**{f"{token}__issued_by": user})
+    )
+    return items.exclude(requeued_by=user) if items.model is Operation else items

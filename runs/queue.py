@@ -4,7 +4,7 @@ in the projects where they decide, and the oldest of them, which the queue shows
 from django.db.models import F, Q, Subquery
 
 from runs.models import Decision, HumanRequest, Operation
-from runs.permissions import projects_with_perm
+from runs.permissions import excluding_own_interest, projects_with_perm
 
 # The queue shows this many operations a page, and as many requests, oldest first: a
 # reviewer works from the top; the next pages and the filters find the others. Ten
@@ -64,20 +64,16 @@ def next_waiting(reviewer, after: Operation | HumanRequest, *, back: bool = Fals
     """What waits for ``reviewer``'s decision next in the queue's order (oldest first)
     after ``after`` (before it, ``back``), going round to the other end past the last:
     of the same kind (operation or request), waiting in a project where they decide,
-    not in their own run nor from their own token, and not approved by them as it
-    stands. So ``n`` walks forward through the queue and ``k`` back, instead of always
-    opening the oldest (which, from the oldest, went back and forth between the first
-    two). Their own token is one that acts for them or that they issued
-    (``permissions.own_interest``)."""
+    not in their own run nor from their own token nor requeued by them, and not
+    approved by them as it stands. So ``n`` walks forward through the queue and ``k``
+    back, instead of always opening the oldest (which, from the oldest, went back and
+    forth between the first two). Their own token is one that acts for them or that
+    they issued (``permissions.own_interest``)."""
     if isinstance(after, HumanRequest):
-        items, token, approved = open_requests_for(reviewer), "asked_by_token", None
+        items, approved = open_requests_for(reviewer), None
     else:
-        items, token, approved = pending_for(reviewer), "proposed_by_token", approved_by(reviewer)
-    theirs = (
-        items.exclude(run__session__owner=reviewer)
-        .exclude(**{f"{token}__owner": reviewer})
-        .exclude(**{f"{token}__issued_by": reviewer})
-    )
+        items, approved = pending_for(reviewer), approved_by(reviewer)
+    theirs = excluding_own_interest(items, reviewer)
     if approved is not None:
         theirs = theirs.exclude(pk__in=approved)
     side, order = ("lt", ("-created_at", "-pk")) if back else ("gt", ("created_at", "pk"))

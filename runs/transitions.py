@@ -560,6 +560,21 @@ def record_operation_proposed(
                     "rollback_kind": operation.rollback_kind,
                     "required_approvals": operation.required_approvals,
                     "base_version": operation.base_version,
+                    **_requeue(operation),
                 }
             },
         )
+
+
+def _requeue(operation: Operation) -> dict:
+    """What a proposal's checkpoint says of an operator's requeue (nothing otherwise)."""
+    if operation.requeue_of_id is None:
+        return {}
+    by = operation.requeued_by
+    return {
+        "requeue": {
+            "of": operation.requeue_of_id,
+            "by": by.get_username() if by else "",
+            "reason": operation.requeue_reason,
+        }
+    }

@@ -142,6 +142,9 @@ PAGES: dict[str, Page] = {
     # empty form is refused (400) once the decide permission let it through.
     "operations/<int:pk>/edit/": Page(WRONG_METHOD, post=in_a(400, 403, 403), params=OPERATION),
     "operations/<int:pk>/outcome/": Page(READ, params=OPERATION),
+    # A's operation is proposed: its admin is told it cannot be requeued (200), and a
+    # requeue without a reason is refused (400).
+    "operations/<int:pk>/requeue/": Page(MANAGE, post=in_a(403, 403, 400), params=OPERATION),
     "requests/<int:pk>/": Page(READ, params=REQUEST),
     # No version: the form is refused (400) once the decide permission let it through.
     "requests/<int:pk>/answer/": Page(

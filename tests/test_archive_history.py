@@ -5,6 +5,7 @@ and prunes those runs; what remains still verifies."""
 import json
 import zipfile
 from datetime import timedelta
+from decimal import Decimal
 from io import StringIO
 
 import pytest
@@ -17,6 +18,7 @@ from runs.canonical import json_hash, sha256_hex
 from runs.chain import GENESIS, checkpoint_hash
 from runs.engine.worker import Worker
 from runs.models import (
+    Account,
     AdminCheckpoint,
     Artifact,
     Checkpoint,
@@ -31,6 +33,7 @@ from runs.models.artifacts import blob_path
 from runs.payloads import MessageKind
 from runs.services.alerts import raise_alert
 from runs.services.artifacts import attach_artifact
+from runs.services.requeues import requeue_operation
 from runs.services.runs import append_message, finish_run, open_session, start_run
 from runs.transitions import record_run_event, transition_operation, transition_run
 from tests.conftest import AGENT, issued, make_user
@@ -351,3 +354,19 @@ def test_an_existing_file_is_never_overwritten(old, out):
 
     assert out.read_bytes() == b"something else"
     assert Run.objects.filter(pk=old.pk).exists()
+
+
+def test_a_run_with_a_requeue_is_pruned_whole(run, approved, reviewer, out):
+    """An operation requeued points at the one it repeats, in the same run: both go."""
+    operator = make_user("ops", run.project, Role.ADMIN)
+    transfer = approved("ledger")  # It keeps 1,000.00 in A.
+    Account.objects.filter(name="A").update(balance=Decimal("500.00"))
+    Worker("test-worker").drain()
+    Account.objects.filter(name="A").update(balance=Decimal("5000.00"))
+    requeue, _ = requeue_operation(operation=transfer, user=operator, reason="A topped up")
+    decide_on(requeue, reviewer)
+    Worker("test-worker").drain()
+    ended(run, 400)
+
+    assert "pruned 1 run(s)" in archive("--out", str(out), CUT, cut_at(30))
+    assert not Operation.objects.filter(run_id=run.pk).exists()

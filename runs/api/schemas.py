@@ -162,12 +162,18 @@ class OperationOut(Schema):
     version: int
     run_version: int
     expires_at: datetime
+    requeue_of: int | None = Field(
+        default=None,
+        description="The operation of this run that this one proposes again, when an "
+        "operator requeued it after a fix (its effect had not happened).",
+    )
 
     @staticmethod
     def of(operation: Operation) -> "OperationOut":
         return OperationOut(
             **{field: getattr(operation, field) for field in OPERATION_FIELDS},
             run=operation.run_id,
+            requeue_of=operation.requeue_of_id,
             decisions=[
                 DecisionOut(
                     kind=d.kind,

@@ -55,6 +55,7 @@ from runs.engine.deliveries import CLAIM_MARGIN
 from runs.engine.mailtext import QUOTED_NOTE, link, quoted
 from runs.models import HumanRequest, Operation, Preferences
 from runs.models.preferences import NotifiedOperation, NotifiedRequest
+from runs.permissions import excluding_own_interest
 from runs.queue import open_requests_for, pending_for
 
 log = logging.getLogger(__name__)
@@ -136,28 +137,20 @@ def _batch(user) -> Batch:
     operations = _unlisted(
         user,
         pending_for(user),
-        "proposed_by_token",
         NotifiedOperation.objects.filter(user=user, operation=OuterRef("pk")),
     )
     requests = _unlisted(
         user,
         open_requests_for(user),
-        "asked_by_token",
         NotifiedRequest.objects.filter(user=user, request=OuterRef("pk")),
     )
     return Batch(*_oldest(operations.select_related("run")), *_oldest(requests))
 
 
-def _unlisted(user, waiting: QuerySet, token: str, listed_before: QuerySet) -> QuerySet:
-    """``waiting`` but what ``user`` may not decide (``own_interest``: in a run they
-    own, or from the agent token named by the ``token`` field, if it acts for them or
-    they issued it) and what ``listed_before`` (their emails) listed."""
-    return (
-        waiting.exclude(run__session__owner=user)
-        .exclude(**{f"{token}__owner": user})
-        .exclude(**{f"{token}__issued_by": user})
-        .exclude(Exists(listed_before))
-    )
+def _unlisted(user, waiting: QuerySet, listed_before: QuerySet) -> QuerySet:
+    """``waiting`` but what ``user`` may not decide (``own_interest``) and what
+    ``listed_before`` (their emails) listed."""
+    return excluding_own_interest(waiting, user).exclude(Exists(listed_before))
 
 
 def _oldest(unlisted: QuerySet) -> tuple[list, int]:

@@ -1,5 +1,5 @@
 """What the operator's commands share (``list_runs``, ``show_run``, ``list_alerts``,
-``cancel_run``, ``resolve_alert``): for when the web is down, or for scripts.
+``cancel_run``, ``resolve_alert``, ``requeue_operation``): for when the web is down, or for scripts.
 
 A command that changes something acts as a named Oversight user (``--as``), through the
 same service as the page, with the same role required in the run's project; its

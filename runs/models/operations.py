@@ -97,6 +97,27 @@ class Operation(models.Model):
     )
     # The run version the agent had read when it proposed.
     base_version = models.PositiveIntegerField()
+    # An operator's requeue (runs.services.requeues): the operation of its run, whose
+    # effect did not happen, that this one proposes again after a fix (one requeue each:
+    # its call_id is "requeue-of-<id>"), who requeued it (who may then not decide on
+    # it) and why. The one requeued stays as it ended.
+    requeue_of = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.RESTRICT,
+        related_name="requeues",
+        db_index=False,
+    )
+    requeued_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
+    )
+    requeue_reason = models.TextField(blank=True, default="", db_default="")
     status = models.CharField(max_length=24, choices=Status.choices, default=Status.PROPOSED)
     status_reason = models.TextField(blank=True, default="")
     version = models.PositiveIntegerField(default=1)
@@ -197,7 +218,10 @@ class Operation(models.Model):
             ),
             models.Index(fields=["run", "status"], name="operation_run_status_idx"),
         ]
-        permissions = [("decide_operation", "Can approve, reject or edit operations")]
+        permissions = [
+            ("decide_operation", "Can approve, reject or edit operations"),
+            ("requeue_operation", "Can propose again an operation whose effect did not happen"),
+        ]
 
     def __str__(self) -> str:
         return f"operation {self.pk} {self.action} ({self.status})"

@@ -76,6 +76,9 @@ def submit_proposal(
     external_id: str = "",
     summary: str = "",
     rationale: str = "",
+    requeue_of: Operation | None = None,
+    requeued_by=None,
+    requeue_reason: str = "",
 ) -> tuple[Operation, bool]:
     """Propose an operation, idempotent on ``call_id`` and on ``external_id`` (see
     ``runs.services.identity``): the same call with the same arguments returns the
@@ -86,7 +89,8 @@ def submit_proposal(
     agent itself. The project's approval policies set the risk (never below the
     agent's ``risk``, which is kept as ``proposed_risk``) and the approvals required
     (``runs.policies``). ``summary`` and ``rationale`` are the agent's own words on
-    why, shown to reviewers."""
+    why, shown to reviewers. ``requeue_of``, ``requeued_by`` and ``requeue_reason`` are
+    an operator's requeue (``runs.services.requeues``)."""
     _validate(call_id, action, arguments, risk, rollback_kind)
     for field, text, most in (
         ("summary", summary, SUMMARY_MAX),
@@ -126,6 +130,9 @@ def submit_proposal(
                 proposed_by_token=token,
                 summary=summary,
                 rationale=rationale,
+                requeue_of=requeue_of,
+                requeued_by=requeued_by,
+                requeue_reason=requeue_reason,
             ),
             actor,
             now,

@@ -48,7 +48,7 @@ def load_project(user, slug: str, perm: str) -> Project:
 
 def load_operation(user, pk: int, perm: str | None = None) -> Operation:
     queryset = Operation.objects.select_related(
-        "project", "run__session__owner", "run__session__token__issued_by"
+        "project", "run__session__owner", "run__session__token__issued_by", "requeued_by"
     )
     return _load(queryset, user, pk, perm)
 

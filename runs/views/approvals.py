@@ -39,6 +39,7 @@ _OPERATION_ROW = (
     "required_approvals",
     "proposed_by_token__owner",
     "proposed_by_token__issued_by",
+    "requeued_by",  # its id, for four eyes
 )
 _REQUEST_ROW = (
     *_ROW,

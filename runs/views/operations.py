@@ -21,6 +21,7 @@ from runs.services.previews import preview_hash, preview_of, stored_preview
 from runs.siblings import waiting_with
 from runs.views.access import load_operation
 from runs.views.moving_on import move_on
+from runs.views.requeues import requeue_links
 
 RECENT_MESSAGES = 10
 # The decisions a page offers, one form each: one Reject, whose reason the agent reads
@@ -194,6 +195,7 @@ def _render(
         "previous_operation": waiting.next_waiting(request.user, operation, back=True),
         "bound_kind": bound_kind,
         "bound_errors": bound_errors,
+        **requeue_links(request.user, operation),
     }
     return render(request, "runs/operation.html", context, status=status)
 

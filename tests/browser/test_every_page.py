@@ -3,8 +3,9 @@ phones from 360 to 414 px wide (360, 390 and 414 by 844 px), passes axe-core's W
 A/AA checks and, on a phone, never scrolls sideways (wide tables scroll in their own
 region): the queue, each run, operation and request, alerts, the audit search and each
 run's history, a checkpoint, an artifact version, the account page and its password
-change, the project's tokens and webhooks and the cancel form; and the sign-in page as anyone sees
-it. Screenshots of the 390 px layouts go to test-artifacts/screenshots/."""
+change, the project's tokens and webhooks, the cancel form and the requeue page; and the
+sign-in page as anyone sees it. Screenshots of the 390 px layouts go to
+test-artifacts/screenshots/."""
 
 import re
 
@@ -45,6 +46,7 @@ def pages() -> list[str]:
         "/projects/demo/webhooks/",
         "/projects/demo/numbers/",
         f"/runs/{run.pk}/cancel/",
+        f"/operations/{Operation.objects.order_by('pk').first().pk}/requeue/",
     ]
 
 

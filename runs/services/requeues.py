@@ -1,0 +1,88 @@
+"""Requeuing an operation after a fix: an operation whose effect did not happen (the
+target refused it or it was given up before its intent, its precondition failed, or
+its decision or approval lapsed) is proposed again in its run, by an operator who says
+what was fixed, with the arguments it was approved with. Reviewers decide on it as on
+any proposal, and never the operator who requeued it (``runs.permissions.own_interest``).
+The operation requeued stays as it ended: what its agent was told stays true, and the
+run's messages tell the agent of the new one."""
+
+from django.db import transaction
+
+from runs.actors import Actor
+from runs.errors import IllegalTransition, InvalidInput
+from runs.models import Operation
+from runs.payloads import MessageKind
+from runs.permissions import require_project_perm
+from runs.services.proposals import submit_proposal
+from runs.services.runs import append_message
+from runs.transitions import lock_run
+
+Status = Operation.Status
+# Ended without the effect, and not by anyone's decision against it.
+REQUEUABLE = (Status.FAILED, Status.PRECONDITION_FAILED, Status.EXPIRED)
+
+
+def call_id_of_requeue(operation: Operation) -> str:
+    """The call of ``operation``'s requeue in its run: unique there, so one requeue each."""
+    return f"requeue-of-{operation.pk}"
+
+
+def why_not_requeuable(operation: Operation) -> str | None:
+    """Why ``operation`` cannot be requeued as it stands, if so."""
+    if operation.status not in REQUEUABLE:
+        status = operation.get_status_display().lower()
+        return (
+            f"operation {operation.pk} is {status}: only an operation whose effect did not "
+            "happen (failed, precondition failed or expired) is requeued"
+        )
+    if operation.executor != Operation.Executor.SERVER:
+        return f"operation {operation.pk} is carried out by its agent, which proposes it again"
+    return None
+
+
+def requeued_as(operation: Operation) -> Operation | None:
+    """``operation``'s requeue, if it was requeued (found by its call, through the
+    run's unique index on calls)."""
+    call = call_id_of_requeue(operation)
+    return Operation.objects.filter(run_id=operation.run_id, call_id=call).first()
+
+
+@transaction.atomic
+def requeue_operation(*, operation: Operation, user, reason: str) -> tuple[Operation, bool]:
+    """Propose ``operation`` again; returns the requeue and whether it is new (a second
+    requeue of the same operation returns the first)."""
+    if not reason.strip():
+        raise InvalidInput("reason: say what was fixed")
+    require_project_perm(user, operation.project, "requeue_operation")
+    run = lock_run(operation.run_id)
+    operation.refresh_from_db()
+    if why := why_not_requeuable(operation):
+        raise IllegalTransition(why)
+    actor = Actor.of_user(user)
+    requeue, new = submit_proposal(
+        run=run,
+        call_id=call_id_of_requeue(operation),
+        action=operation.action,
+        arguments=operation.arguments,
+        risk=operation.proposed_risk,
+        rollback_kind=operation.rollback_kind,
+        base_version=run.version,
+        actor=actor,
+        token=operation.proposed_by_token,
+        summary=operation.summary,
+        rationale=operation.rationale,
+        requeue_of=operation,
+        requeued_by=user,
+        requeue_reason=reason,
+    )
+    if new:  # The operator tells the agent, in the run's conversation.
+        append_message(
+            run=run,
+            kind=MessageKind.USER,
+            payload={
+                "text": f"Operation {operation.pk} ({operation.action}) was requeued by "
+                f"{user.get_username()} as operation {requeue.pk}: {reason}"
+            },
+            actor=actor,
+        )
+    return requeue, new
