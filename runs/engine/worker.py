@@ -43,6 +43,7 @@ from runs.models import Operation, Run, WorkerHeartbeat
 from runs.services.decisions import expire_due_operations
 from runs.services.memberships import expire_sign_in_roles
 from runs.services.requests import expire_due_requests
+from runs.services.tokens import withdraw_orphaned_operations
 
 log = logging.getLogger(__name__)
 HOUSEKEEPING_EVERY_SECONDS = 60
@@ -148,8 +149,9 @@ class Worker:
 
     def housekeeping(self) -> bool:
         """Expire what is overdue (proposals, approvals, human requests), settle abandoned
-        agent operations, and once a minute clear killed writers' temporary files, delete
-        expired API replies and take back roles no sign-in confirmed in time; unless the
+        agent operations, and once a minute clear killed writers' temporary files,
+        withdraw agent operations whose token stopped acting, delete expired API replies
+        and take back roles no sign-in confirmed in time; unless the
         notifications have their own lane, deliver due alerts and, once a minute, notify
         reviewers. A failure here (a database busy past its timeout) is logged, and the
         step goes on."""
@@ -167,6 +169,7 @@ class Worker:
             if minutely:
                 self.next_housekeeping = time.monotonic() + HOUSEKEEPING_EVERY_SECONDS
                 clear_leftovers()
+                withdraw_orphaned_operations()
                 purge_expired(now)
                 expire_sign_in_roles(now)
         except Exception as error:

@@ -2,16 +2,19 @@
 acts for a member of its project; the owner is never looked up among all users, so
 issuing one reveals nothing about people outside the project. Its issuer is recorded:
 they may not decide on what its agent proposes or asks (``permissions.own_interest``),
-and a token they make for another member acts only once that member accepts it."""
+and a token they make for another member acts only once that member accepts it. When a
+token stops acting, what only its agent could carry out is withdrawn."""
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import QuerySet
 
-from runs.errors import InvalidInput
-from runs.models import AgentToken, Project, Role
+from runs.actors import Actor
+from runs.errors import IllegalTransition, InvalidInput
+from runs.models import AgentToken, Operation, Project, Role
 from runs.permissions import role_group
+from runs.services.proposals import WITHDRAWABLE, withdraw_operation
 
 
 def project_members(project: Project) -> QuerySet:
@@ -79,3 +82,41 @@ def _stand_in(project: Project, username: str):
     elif user.has_usable_password() or not project.memberships.filter(user=user).exists():
         raise InvalidInput("owner: name one of the project's members as the token's owner")
     return user
+
+
+# Who withdraws an agent operation that no agent can carry out any more, and why.
+ORPHANED_BY = Actor.policy("agent token no longer acts")
+ORPHANED_REASON = (
+    "withdrawn: its agent token no longer acts (revoked, or its owner left the project), "
+    "so no agent can carry it out"
+)
+
+
+def revoke_token(token: AgentToken) -> int:
+    """Revoke ``token`` at once, and withdraw what only its agent could carry out;
+    returns how many operations were withdrawn."""
+    token.revoke()
+    return withdraw_orphaned_operations(token)
+
+
+def withdraw_orphaned_operations(token: AgentToken | None = None) -> int:
+    """Withdraw every agent operation not yet claimed (proposed or approved) whose
+    session's token no longer acts, or only ``token``'s: only that token's agent may
+    claim it, so it would wait for ever. A token stops acting when it is revoked or
+    declined, or its owner leaves the project or is deactivated: ``revoke_token`` does
+    this at once, and every worker's housekeeping once a minute for the others. What
+    a worker carries out (a server operation) goes on as reviewers decide. Returns how
+    many were withdrawn."""
+    orphaned = Operation.objects.filter(
+        executor=Operation.Executor.AGENT, status__in=WITHDRAWABLE
+    ).exclude(run__session__token__in=AgentToken.acting())
+    if token is not None:
+        orphaned = orphaned.filter(run__session__token=token)
+    withdrawn = 0
+    for operation in orphaned.order_by("pk"):
+        try:
+            withdraw_operation(operation=operation, actor=ORPHANED_BY, reason=ORPHANED_REASON)
+        except IllegalTransition:
+            continue  # Claimed, decided or expired since it was listed.
+        withdrawn += 1
+    return withdrawn

@@ -7,7 +7,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from runs.errors import InvalidInput
 from runs.forms import TokenForm
 from runs.models import AgentToken
-from runs.services.tokens import issue_token, project_members
+from runs.services.tokens import issue_token, project_members, revoke_token
 from runs.views.access import load_project, member_projects
 
 # What a member answers a token that would act for them, and what they are told then.
@@ -62,8 +62,11 @@ def token_revoke(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     each row's Revoke disclosure, behind its consequence). A revoked token stays so."""
     project = load_project(request.user, slug, "manage_project")
     token = get_object_or_404(AgentToken, pk=pk, project=project)
-    token.revoke()
-    messages.success(request, f"Token {token.name} is revoked; its agent gets 401 from now on.")
+    withdrawn = revoke_token(token)
+    said = f"Token {token.name} is revoked; its agent gets 401 from now on"
+    if withdrawn:
+        said += f", and {withdrawn} operation(s) only it could carry out are withdrawn"
+    messages.success(request, f"{said}.")
     return redirect("tokens", slug=project.slug)
 
 
