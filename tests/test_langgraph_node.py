@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
@@ -319,3 +320,25 @@ def test_a_call_on_a_finished_thread_s_run_is_answered_not_made(ovs, tmp_path, n
         f"This call was not made: run {run_id} is completed; it accepts nothing more"
     )
     assert not Operation.objects.exists() and paid(ledger) == []
+
+
+def test_a_plain_tool_is_refused_unless_named_unsupervised(ovs, tmp_path):
+    """The node proposes every call it runs: a plain tool would run unproposed and
+    unaudited, so it must be named as such (#38, item 10)."""
+
+    @tool
+    def look_up(invoice: str) -> str:
+        """Look an invoice up."""
+        return f"{invoice}: open"
+
+    supervised = payment_tool(ovs, tmp_path / "ledger.txt")
+    with pytest.raises(ValueError, match="look_up would run at once, unproposed and unaudited"):
+        OversightToolNode([supervised, look_up])
+    with pytest.raises(ValueError, match="unsupervised names lookup, which is not"):
+        OversightToolNode([supervised, look_up], unsupervised=["lookup"])
+
+    node = OversightToolNode([supervised, look_up], unsupervised=["look_up"])
+    graph = graph_of(node, [{"name": "look_up", "args": {"invoice": "INV-42"}, "id": "l-1"}])
+    done = graph.invoke({"messages": [HumanMessage("Is INV-42 open?")]}, config("t-look"))
+    assert done["messages"][-2].content == "INV-42: open"
+    assert not Operation.objects.exists()

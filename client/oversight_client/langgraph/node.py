@@ -2,6 +2,7 @@
 pausing the thread (``interrupt``), never by blocking a process."""
 
 import asyncio
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -33,7 +34,26 @@ class OversightToolNode(ToolNode):
     are all decided). Then the tools run as in a ``ToolNode``: approved calls execute
     (with a reviewer's edits), calls Oversight executed return their committed output,
     and a rejection answers the model with the reviewer's reason. Re-running the node,
-    after a resume or a crash, proposes nothing twice and repeats no effect."""
+    after a resume or a crash, proposes nothing twice and repeats no effect.
+
+    Every tool must be supervised: a plain tool would run at once, in this node,
+    unproposed and unaudited. One meant to (a search, a read) is named in
+    ``unsupervised``; any other is refused here, naming it (``ValueError``)."""
+
+    def __init__(self, tools: Sequence, *, unsupervised: Collection[str] = (), **kwargs):
+        super().__init__(tools, **kwargs)
+        named = set(unsupervised)
+        plain = {n for n, t in self.tools_by_name.items() if not isinstance(t, SupervisedTool)}
+        if unknown := sorted(named - plain):
+            raise ValueError(
+                f"OversightToolNode: unsupervised names {', '.join(unknown)}, which is not "
+                "a plain tool of this node"
+            )
+        if loose := sorted(plain - named):
+            raise ValueError(
+                f"OversightToolNode: {', '.join(loose)} would run at once, unproposed and "
+                "unaudited: make each a supervised_tool, or name it in unsupervised=[...]"
+            )
 
     def waiting(self, input: Any, config: RunnableConfig) -> dict | None:
         """Propose the supervised calls; the interrupt value if any is undecided."""
