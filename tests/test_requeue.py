@@ -13,8 +13,16 @@ from django.urls import reverse
 from runs.actors import Actor
 from runs.api.schemas import OperationOut
 from runs.chain import verify_all_chains
-from runs.errors import DecisionRefused, IllegalTransition, NotPermitted, RunClosed
-from runs.models import Account, Checkpoint, LedgerEntry, Message, Operation, Role
+from runs.errors import DecisionRefused, IllegalTransition, InvalidInput, NotPermitted
+from runs.models import (
+    Account,
+    ApprovalPolicy,
+    Checkpoint,
+    LedgerEntry,
+    Message,
+    Operation,
+    Role,
+)
 from runs.queue import next_waiting
 from runs.services.requeues import requeue_operation
 from runs.services.runs import cancel_run
@@ -107,7 +115,7 @@ def test_only_an_admin_requeues_only_what_did_not_happen_in_a_run_still_open(
     with pytest.raises(IllegalTransition, match="is approved"):
         requeue_operation(operation=approved("ledger"), user=operator, reason="twice")
     cancel_run(run=run, actor=Actor.of_user(operator), reason="stop")
-    with pytest.raises(RunClosed):
+    with pytest.raises(IllegalTransition, match=f"run {run.pk} is cancelled; it accepts nothing"):
         requeue_operation(operation=short_of_funds, user=operator, reason="A topped up")
     assert not Operation.objects.filter(requeue_of__isnull=False).exists()
 
@@ -166,3 +174,36 @@ def test_a_reviewer_is_not_offered_a_requeue(client, short_of_funds, reviewer):
     page = client.get(reverse("operation", args=[short_of_funds.pk])).content.decode()
     assert reverse("operation-requeue", args=[short_of_funds.pk]) not in page
     assert client.get(reverse("operation-requeue", args=[short_of_funds.pk])).status_code == 403
+
+
+def test_once_the_agent_proposed_the_same_again_it_is_not_requeued(
+    short_of_funds, propose, operator, reviewer, client
+):
+    """Two approvals of one transfer would move the money twice: the reviewer decides
+    on the agent's own retry instead."""
+    topped_up()
+    retry = propose("agent-retry", arguments=short_of_funds.arguments)
+    decide_on(retry, reviewer)
+    assert drained(retry).status == Status.COMMITTED
+
+    with pytest.raises(IllegalTransition, match=f"as operation {retry.pk} \\(committed\\)"):
+        requeue_operation(operation=short_of_funds, user=operator, reason="A topped up")
+    assert LedgerEntry.objects.count() == 1
+    sign_in(client, "ops", "pw")
+    page = client.get(reverse("operation", args=[short_of_funds.pk])).text
+    assert reverse("operation-requeue", args=[short_of_funds.pk]) not in page
+
+
+def test_no_agent_may_name_a_call_as_a_requeue(short_of_funds, propose):
+    with pytest.raises(InvalidInput, match="call_id: requeue-of-… names are Oversight's"):
+        propose(f"requeue-of-{short_of_funds.pk}", arguments=short_of_funds.arguments)
+
+
+def test_a_requeue_waits_for_a_person_even_where_the_policy_approves_alone(
+    short_of_funds, project, operator
+):
+    ApprovalPolicy.objects.create(project=project, action="ledger.transfer", approvals_required=0)
+
+    requeue, _ = requeue_operation(operation=short_of_funds, user=operator, reason="A topped up")
+
+    assert (requeue.status, requeue.required_approvals) == (Status.PROPOSED, 1)

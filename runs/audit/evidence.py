@@ -47,7 +47,7 @@ def _evidence(run: Run, *, generated_by: str, now: datetime) -> dict:
     checkpoints = list(run.checkpoints.order_by("seq"))
     operations = (
         run.operations.order_by("pk")
-        .select_related("proposed_by_token__owner", "proposed_by_token__issued_by")
+        .select_related("proposed_by_token__owner", "proposed_by_token__issued_by", "requeued_by")
         .prefetch_related(
             Prefetch("decisions", Decision.objects.select_related("reviewer").order_by("pk"))
         )
@@ -145,6 +145,7 @@ def _operation(op) -> dict:
         "status_reason": op.status_reason,
         "proposed_at": _when(op.created_at),
         "proposed_by_token": _token(op.proposed_by_token),
+        **_requeue(op),
         "decisions": [
             {
                 # As the decision's checkpoint names it: verification finds it there.
@@ -161,6 +162,14 @@ def _operation(op) -> dict:
         ],
         "execution": {"intent": op.intent, "result": op.result},
     }
+
+
+def _requeue(op) -> dict:
+    """An operator's requeue: what it repeats, who requeued it and why (nothing else)."""
+    if op.requeue_of_id is None:
+        return {}
+    by = _username(op.requeued_by)
+    return {"requeue": {"of": op.requeue_of_id, "by": by, "reason": op.requeue_reason}}
 
 
 def _alert(alert: Alert) -> dict:
@@ -304,7 +313,8 @@ def _unchained_previews(content: dict) -> list[str]:
 
 def _own_interests(content: dict) -> list[str]:
     """The decisions made by someone four eyes bars (``permissions.own_interest``): the
-    run's owner, or the owner or issuer of the agent token that proposed the operation.
+    run's owner, the owner or issuer of the agent token that proposed the operation, or
+    the operator who requeued it.
     A bundle made before tokens were in it, or a token whose issuer was not recorded,
     names no one for them."""
     run_owner = content["run"]["session"]["owner"]
@@ -316,6 +326,7 @@ def _own_interests(content: dict) -> list[str]:
             (run_owner, "owns the run"),
             (token.get("owner"), "owns the agent token that proposed it"),
             (token.get("issued_by"), "issued the agent token that proposed it"),
+            ((operation.get("requeue") or {}).get("by"), "requeued it"),
         ):
             if who:
                 barred.setdefault(who, why)

@@ -1,6 +1,7 @@
 """Proposing an operation: the agent says what it is about to do, and waits."""
 
 import uuid
+from dataclasses import replace
 from datetime import datetime
 
 from django.db import transaction
@@ -41,6 +42,10 @@ SUMMARY_MAX = 300
 RATIONALE_MAX = 20_000
 # What an agent may withdraw: nothing has fired, nor will.
 WITHDRAWABLE = (Operation.Status.PROPOSED, Operation.Status.APPROVED)
+
+
+# The calls of operators' requeues (``runs.services.requeues``): no agent may take one.
+REQUEUE_CALL = "requeue-of-"
 
 
 def _validate(call_id: str, action: str, arguments, risk: str, rollback_kind: str) -> None:
@@ -92,6 +97,8 @@ def submit_proposal(
     why, shown to reviewers. ``requeue_of``, ``requeued_by`` and ``requeue_reason`` are
     an operator's requeue (``runs.services.requeues``)."""
     _validate(call_id, action, arguments, risk, rollback_kind)
+    if call_id.startswith(REQUEUE_CALL) and requeue_of is None:
+        raise InvalidInput(f"call_id: {REQUEUE_CALL}… names are Oversight's, for requeues")
     for field, text, most in (
         ("summary", summary, SUMMARY_MAX),
         ("rationale", rationale, RATIONALE_MAX),
@@ -158,11 +165,7 @@ def _propose(
     existing = current.operations.filter(call_id=operation.call_id).first()
     if existing is not None:
         return _same_call(existing, operation), False
-    require_open(current)
-    if current.status == Run.Status.WAITING and current.reason != Run.Reason.APPROVAL:
-        raise RunNotAccepting(f"run {current.pk} is waiting ({current.reason}): {current.unblock}")
-    if refusal := paused_by_alert(current):
-        raise refusal
+    check_accepting(current)
     if operation.base_version != current.version:
         raise StaleVersion(
             f"proposal based on version {operation.base_version}, but run {current.pk} is at "
@@ -172,6 +175,9 @@ def _propose(
     needed = requirement_for(
         current.project, operation.action, operation.arguments, operation.proposed_risk
     )
+    if operation.requeue_of_id is not None and needed.approvals == 0:
+        # An operator's requeue is decided by another person, whatever the policy.
+        needed = replace(needed, approvals=1, rule=f"{needed.rule}; a requeue: one person")
     activate(current, actor)
     operation.run, operation.project_id = current, current.project_id
     operation.idempotency_key = uuid.uuid4().hex
@@ -194,6 +200,16 @@ def _propose(
         webhooks.operation_waiting(operation, current)
         slack.waiting(operation, current)
     return operation, True
+
+
+def check_accepting(run: Run) -> None:
+    """Raise unless ``run`` (locked) takes a new proposal now: it is open, waits for
+    nothing but decisions, and no open alert holds it."""
+    require_open(run)
+    if run.status == Run.Status.WAITING and run.reason != Run.Reason.APPROVAL:
+        raise RunNotAccepting(f"run {run.pk} is waiting ({run.reason}): {run.unblock}")
+    if refusal := paused_by_alert(run):
+        raise refusal
 
 
 def _same_call(existing: Operation, proposal: Operation) -> Operation:

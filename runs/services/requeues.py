@@ -8,27 +8,34 @@ run's messages tell the agent of the new one."""
 
 from django.db import transaction
 
+from runs.actions.registry import get_action
 from runs.actors import Actor
-from runs.errors import IllegalTransition, InvalidInput
-from runs.models import Operation
+from runs.errors import IllegalTransition, InvalidInput, OversightError
+from runs.models import Operation, Run
 from runs.payloads import MessageKind
 from runs.permissions import require_project_perm
-from runs.services.proposals import submit_proposal
+from runs.services.proposals import REQUEUE_CALL, check_accepting, submit_proposal
 from runs.services.runs import append_message
 from runs.transitions import lock_run
 
 Status = Operation.Status
 # Ended without the effect, and not by anyone's decision against it.
 REQUEUABLE = (Status.FAILED, Status.PRECONDITION_FAILED, Status.EXPIRED)
+# A later operation so ended is no second effect to fear.
+NOT_AGAIN = (*REQUEUABLE, Status.REJECTED, Status.CANCELLED)
 
 
 def call_id_of_requeue(operation: Operation) -> str:
-    """The call of ``operation``'s requeue in its run: unique there, so one requeue each."""
-    return f"requeue-of-{operation.pk}"
+    """The call of ``operation``'s requeue in its run: unique there, so one requeue
+    each, and a name no agent may give a call (``proposals.REQUEUE_CALL``)."""
+    return f"{REQUEUE_CALL}{operation.pk}"
 
 
-def why_not_requeuable(operation: Operation) -> str | None:
-    """Why ``operation`` cannot be requeued as it stands, if so."""
+def why_not_requeuable(operation: Operation, run: Run | None = None) -> str | None:
+    """Why ``operation`` cannot be requeued now, if so: its effect happened or may
+    have, an agent carries it out, its action is gone, its run (``run``, locked, if
+    given) takes no proposal, or the agent already proposed the same again (two
+    approvals would make it twice)."""
     if operation.status not in REQUEUABLE:
         status = operation.get_status_display().lower()
         return (
@@ -37,7 +44,34 @@ def why_not_requeuable(operation: Operation) -> str | None:
         )
     if operation.executor != Operation.Executor.SERVER:
         return f"operation {operation.pk} is carried out by its agent, which proposes it again"
+    if get_action(operation.action) is None:
+        return f"no registered action is named {operation.action!r} any more"
+    try:
+        check_accepting(run or operation.run)
+    except OversightError as refusal:
+        return str(refusal)
+    if again := _proposed_again(operation):
+        return (
+            f"its agent proposed the same again, as operation {again.pk} "
+            f"({again.get_status_display().lower()}): decide on that one instead"
+        )
     return None
+
+
+def _proposed_again(operation: Operation) -> Operation | None:
+    """A later operation of the run with the same action and arguments that has not
+    ended without its effect (a retry of the agent's own, or a requeue)."""
+    return (
+        Operation.objects.filter(
+            run_id=operation.run_id,
+            pk__gt=operation.pk,
+            action=operation.action,
+            arguments_hash=operation.arguments_hash,
+        )
+        .exclude(status__in=NOT_AGAIN)
+        .order_by("pk")
+        .first()
+    )
 
 
 def requeued_as(operation: Operation) -> Operation | None:
@@ -56,7 +90,9 @@ def requeue_operation(*, operation: Operation, user, reason: str) -> tuple[Opera
     require_project_perm(user, operation.project, "requeue_operation")
     run = lock_run(operation.run_id)
     operation.refresh_from_db()
-    if why := why_not_requeuable(operation):
+    if (already := requeued_as(operation)) is not None:
+        return already, False
+    if why := why_not_requeuable(operation, run):
         raise IllegalTransition(why)
     actor = Actor.of_user(user)
     requeue, new = submit_proposal(
