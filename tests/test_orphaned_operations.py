@@ -9,7 +9,9 @@ from django.urls import reverse
 
 from runs.engine.worker import Worker
 from runs.models import Operation, Run
+from runs.services.runs import open_session, start_run
 from runs.services.tokens import ORPHANED_REASON
+from tests.conftest import AGENT
 from tests.helpers import decide_on, drained, sign_in
 
 Status = Operation.Status
@@ -67,3 +69,17 @@ def test_a_token_that_acts_keeps_its_operations(agent_ops):
     approved.refresh_from_db()
     waiting.refresh_from_db()
     assert (approved.status, waiting.status) == (Status.APPROVED, Status.PROPOSED)
+
+
+def test_a_session_opened_without_a_token_keeps_its_operations(project, owner, propose):
+    """The demo's and older sessions name no token: there is none that stopped acting."""
+    session = open_session(project=project, owner=owner, agent="seeded", title="Seeded")
+    run = start_run(session=session, goal="Check the status page", actor=AGENT)
+    waiting = propose(
+        "call-1", target=run, action="status.check", arguments={}, rollback_kind="none"
+    )
+
+    Worker("w1").housekeeping()
+
+    waiting.refresh_from_db()
+    assert waiting.status == Status.PROPOSED

@@ -108,7 +108,9 @@ def withdraw_orphaned_operations(token: AgentToken | None = None) -> int:
     a worker carries out (a server operation) goes on as reviewers decide. Returns how
     many were withdrawn."""
     orphaned = Operation.objects.filter(
-        executor=Operation.Executor.AGENT, status__in=WITHDRAWABLE
+        executor=Operation.Executor.AGENT,
+        status__in=WITHDRAWABLE,
+        run__session__token__isnull=False,  # a session opened with no token has none to lose
     ).exclude(run__session__token__in=AgentToken.acting())
     if token is not None:
         orphaned = orphaned.filter(run__session__token=token)
