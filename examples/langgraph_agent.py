@@ -142,9 +142,10 @@ def main() -> None:
         resumer.start({"messages": []}, args.thread)
     print("waiting for reviewers", flush=True)
 
+    # Known from the feed: asking Oversight here would end the agent while it is out of
+    # reach, which follow() waits out.
     def cancelled() -> bool:
-        run = ovs.find_run(args.thread)
-        return run is not None and run["status"] == "cancelled"
+        return args.thread in resumer.cancelled
 
     resumer.follow(stop=lambda: not graph.get_state(thread).next or cancelled(), wait=10)
     if cancelled():

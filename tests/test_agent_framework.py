@@ -217,6 +217,7 @@ def test_a_cancelled_run_s_workflow_never_runs_again(driver, run_id, admin_user,
     asyncio.run(driver.start("Pay INV-7", run_id))
     cancel_run(run=Run.objects.get(pk=run_id), actor=Actor.of_user(admin_user), reason="stop")
     assert asyncio.run(driver.poll(wait=5)) == 0
+    assert driver.cancelled == {run_id}
     assert asyncio.run(driver.resume(run_id)) is None
     assert (driver.outputs, driver.failed, payments(ledger)) == ({}, {}, [])
     assert Operation.objects.get(call_id="pay-1").status == "cancelled"

@@ -140,6 +140,7 @@ def test_a_cancelled_runs_thread_is_never_resumed(agent, reviewer, admin_user, t
     cancel_run(run=run, actor=Actor.of_user(admin_user), reason="wrong supplier")
     assert Operation.objects.get(call_id="pay-INV-42-1").status == "cancelled"
     assert agent.poll(wait=2) == 0
+    assert agent.cancelled == {"t-cancel"}
     assert state(agent, "t-cancel").next == ("tools",)
     assert agent.resume("t-cancel") is False
     assert ledger(tmp_path) == []

@@ -29,6 +29,12 @@ def decides(event: dict) -> bool:
     )
 
 
+def cancels(event: dict) -> bool:
+    """Whether ``event`` is an admin's cancel of its run: the adapters list the runs so
+    ended in ``cancelled``, and never run their agent again."""
+    return (event["event"], event["to_status"]) == ("run.status", "cancelled")
+
+
 @dataclass
 class Follower:
     """A resumer's place in the feed and what it does with each event: ``handle(event)``

@@ -7,7 +7,7 @@ from typing import Any
 
 from oversight_client.aio import AsyncOversight
 from oversight_client.cursor import FileCursor
-from oversight_client.follower import Follower, decides
+from oversight_client.follower import Follower, cancels, decides
 
 
 class RunResumer:
@@ -42,7 +42,7 @@ class RunResumer:
         return self.feed.failed
 
     async def _handle(self, event: dict) -> bool:
-        if (event["event"], event["to_status"]) == ("run.status", "cancelled"):
+        if cancels(event):
             self.cancelled.add(event["run"])
         if not decides(event):
             return False

@@ -26,7 +26,7 @@ from oversight_client.agent_framework.tools import SupervisedTool
 from oversight_client.aio import AsyncOversight
 from oversight_client.cursor import FileCursor
 from oversight_client.errors import InvalidRequest, OversightError, RunClosed, Unreachable
-from oversight_client.follower import Follower, decides
+from oversight_client.follower import Follower, cancels, decides
 from oversight_client.in_run import in_run
 from oversight_client.storable import storable
 
@@ -55,6 +55,7 @@ class WorkflowDriver:
         self.allowed_checkpoint_types = allowed_checkpoint_types
         self.feed = Follower(self._handle, lambda event: event["run"], cursor)
         self.outputs: dict[int, list[Any]] = {}  # the runs whose workflow ended, its outputs
+        self.cancelled: set[int] = set()  # the runs an admin cancelled while it followed
         self._running: dict[int, asyncio.Lock] = {}
 
     def storage(self, run_id: int) -> OversightCheckpointStorage:
@@ -95,6 +96,8 @@ class WorkflowDriver:
     async def _handle(self, event: dict) -> bool:
         """Whether the event's workflow ran again. One whose answer its type refuses
         ends its run, saying why."""
+        if cancels(event):
+            self.cancelled.add(event["run"])
         if not decides(event):
             return False
         try:

@@ -8,7 +8,7 @@ from typing import Any
 from langgraph.types import Command, Interrupt
 
 from oversight_client.cursor import FileCursor
-from oversight_client.follower import Follower, decides
+from oversight_client.follower import Follower, cancels, decides
 from oversight_client.langgraph.node import MARK, is_ours, undecided
 from oversight_client.langgraph.requests import ask_for, resume_value
 from oversight_client.langgraph.threads import run_for_thread
@@ -20,11 +20,14 @@ ENDED_REQUEST = ("answered", "rejected", "expired")  # cancelled: the run was, o
 class Resumer:
     """Resumes ``graph``'s threads as Oversight decides (``graph`` has a checkpointer;
     its threads are the runs ``ovs``'s token opened). A cancelled run's thread is never
-    resumed. Without a ``cursor``, the feed is followed from its start."""
+    resumed; ``cancelled`` lists the threads whose run an admin cancelled while it
+    followed (a ``stop`` for ``follow`` reads it without asking Oversight, which may be
+    out of reach). Without a ``cursor``, the feed is followed from its start."""
 
     def __init__(self, graph: Any, ovs: Oversight, cursor: FileCursor | None = None) -> None:
         self.graph, self.ovs = graph, ovs
         self.feed = Follower(self.handle, lambda event: event["run_external_id"], cursor)
+        self.cancelled: set[str] = set()
 
     def start(self, input: Any, thread_id: str) -> Any:
         """Invoke the graph on a thread and ask the reviewers what it interrupts with."""
@@ -52,6 +55,8 @@ class Resumer:
     def handle(self, event: dict) -> bool:
         """Resume the event's thread if the event decided something it waits for."""
         thread = event["run_external_id"]
+        if thread and cancels(event):
+            self.cancelled.add(thread)
         return bool(thread) and decides(event) and self.resume(thread)
 
     def resume(self, thread_id: str) -> bool:
