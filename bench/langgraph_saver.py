@@ -1,6 +1,7 @@
 """OversightSaver against LangGraph's SqliteSaver, in one run on the same machine:
 sequential put + put_writes of ~5 KB checkpoints (steps/s), get_tuple, list of a whole
-thread, and invoke + resume cycles of a one-interrupt graph; prints the ratios (above 1:
+thread, a page of its newest ten and the ten before its last, and invoke + resume cycles
+of a one-interrupt graph; prints the ratios (above 1:
 Oversight is faster). Both savers use a file in the same folder (SqliteSaver in WAL
 mode); Oversight uses its settings' database (a throwaway SQLite file, or DATABASE_URL's
 database, into which it writes a bench project). Needs the dev lock (langgraph,
@@ -70,6 +71,15 @@ def one_round(saver, prefix: str, listed: tuple[dict, dict], args) -> dict[str, 
         f"list {args.steps:,} ms": min(
             elapsed_ms(lambda: sum(1 for _ in saver.list(whole))) for _ in range(5)
         ),
+        # A page of the newest, and the page before a checkpoint: what a thread's
+        # history view and LangGraph's get_state_history(limit=) ask for.
+        "list(limit=10) ms": min(
+            elapsed_ms(lambda: sum(1 for _ in saver.list(whole, limit=10))) for _ in range(50)
+        ),
+        "list(before=, limit=10) ms": min(
+            elapsed_ms(lambda: sum(1 for _ in saver.list(whole, before=last, limit=10)))
+            for _ in range(50)
+        ),
         "invoke+resume ms/cycle": cycle_ms(saver, args.cycles, prefix),
     }
 
@@ -117,7 +127,7 @@ def main() -> None:
     print(f"database: {connection.vendor} {connection.settings_dict['NAME']}")
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}")
     best = measure({"SqliteSaver": baseline, "Oversight": ours}, args)
-    print(f"{'':<26} {'SqliteSaver':>12} {'Oversight':>12} {'ratio':>7}")
+    print(f"{'':<28} {'SqliteSaver':>12} {'Oversight':>12} {'ratio':>7}")
     for name, base in best["SqliteSaver"].items():
         mine = best["Oversight"][name]
         # Above 1 means Oversight is faster: a rate divides the other way from a time.
@@ -126,7 +136,7 @@ def main() -> None:
         figures.add(f"{what}: SqliteSaver", base, unit)
         figures.add(f"{what}: Oversight", mine, unit)
         figures.add(f"{what}: ratio (above 1: Oversight is faster)", ratio, "ratio")
-        print(f"{name:<26} {base:>12,.3f} {mine:>12,.3f} {ratio:>7.2f}")
+        print(f"{name:<28} {base:>12,.3f} {mine:>12,.3f} {ratio:>7.2f}")
     figures.write()
 
 

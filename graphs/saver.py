@@ -118,6 +118,20 @@ LIST_COLUMNS = (
     "checkpoint",
     "metadata",
 )
+# A page of one thread's namespace, newest first, by (before a checkpoint, at most so
+# many): LangGraph's history and most lists. The ORM built and compiled it again at
+# each call: 0.3 ms of list(limit=10)'s 0.45 (bench/langgraph_saver.py).
+LIST_IN_NAMESPACE = {
+    (before, limit): (
+        f"SELECT {', '.join(LIST_COLUMNS)} FROM {CHECKPOINTS} "
+        "WHERE project_id = %s AND thread_id = %s AND checkpoint_ns = %s"
+        + (" AND checkpoint_id < %s" if before else "")
+        + " ORDER BY checkpoint_id DESC"
+        + (" LIMIT %s" if limit else "")
+    )
+    for before in (False, True)
+    for limit in (False, True)
+}
 # The newest checkpoint of the same thread and namespace as the outer row (prune).
 LATEST_OF_ROW = (
     f"(SELECT MAX(latest.checkpoint_id) FROM {CHECKPOINTS} latest "
@@ -271,6 +285,16 @@ class OversightSaver(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> tuple[list[tuple], dict[tuple, list]]:
         """The listed rows, undecoded, and their pending writes by checkpoint key."""
+        conf = config["configurable"] if config is not None else {}
+        ns = conf.get("checkpoint_ns")
+        if ns is not None and not filter and not get_checkpoint_id(config):
+            before_id = get_checkpoint_id(before) if before is not None else None
+            values = [self.project_id, str(conf["thread_id"]), ns]
+            values += [before_id] * bool(before_id) + [limit] * bool(limit)
+            with self._cursor() as (cursor, sql):
+                cursor.execute(sql(LIST_IN_NAMESPACE[bool(before_id), bool(limit)]), values)
+                page = cursor.fetchall()
+            return page, self._writes_of_page(page, config)
         rows = GraphCheckpoint.objects.filter(project_id=self.project_id)
         if config is not None:
             conf = config["configurable"]
