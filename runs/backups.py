@@ -306,7 +306,8 @@ def hold(archive: Checked) -> int:
     pause_workers(
         lane=WorkerPause.EVERY_LANE,
         actor=RESTORE,
-        reason=f"restored from {archive.path} at {now}: check, then resume with "
+        # The archive's name, not its folder: the reason is shown to every member.
+        reason=f"restored from {archive.path.name} at {now}: check, then resume with "
         "manage.py resume_workers --as ADMIN",
     )
     taken_at = archive.manifest["taken_at"]

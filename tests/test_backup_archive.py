@@ -284,7 +284,10 @@ def test_after_a_restore_nothing_fires_until_verified_and_an_admin_resumes(
             event="operation.restored"
         )
         assert checkpoint.actor_label == "restore"
-    # Held: a worker started now claims nothing.
+    # Held, saying so to members without the server's folders: a worker claims nothing.
+    [held] = WorkerPause.objects.all()
+    assert held.reason.startswith(f"restored from {archive.name} at ")
+    assert str(archive.parent) not in held.reason
     drain()
     assert statuses(fired_after, not_claimed, written) == ["in_flight"] * 3
     assert target.applied == {fired_after.idempotency_key: 1}
