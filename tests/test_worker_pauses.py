@@ -18,6 +18,8 @@ from runs.errors import InvalidInput, NotPermitted
 from runs.models import AdminCheckpoint, Operation
 from runs.models.workers import WorkerPause
 from runs.services.pauses import pause_workers, resume_workers
+from runs.transitions import transition_operation
+from tests.conftest import AGENT
 from tests.helpers import decide_on
 from tests.processes import manage, manage_started, wait_until
 
@@ -229,3 +231,22 @@ def test_an_approved_operation_says_which_pause_holds_it(client, propose, review
     page = client.get(f"/operations/{operation.pk}/").text
 
     assert "Waiting: the lane database is paused by admin: Ledger audit." in page
+
+
+def test_an_operation_to_take_over_says_which_pause_holds_it(client, propose, reviewer, superuser):
+    """As after a restore: in flight, its lease lapsed; a worker would take it over and
+    verify it first, once the workers are resumed."""
+    operation = propose("pay-1")
+    decide_on(operation, reviewer)
+    transition_operation(
+        operation=operation,
+        to=Operation.Status.IN_FLIGHT,
+        actor=AGENT,
+        changes={"lease_expires_at": db_now() - timedelta(seconds=1)},
+    )
+    pause_workers(lane=WorkerPause.EVERY_LANE, actor=Actor.of_user(superuser), reason="Restored")
+
+    client.force_login(reviewer)
+    page = client.get(f"/operations/{operation.pk}/").text
+
+    assert "the workers are paused by root: Restored. No worker takes it over" in page

@@ -4,6 +4,7 @@ import json
 from django import forms
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from runs import queue as waiting
@@ -11,6 +12,7 @@ from runs.actions.registry import parse
 from runs.errors import InvalidInput, OversightError, PreviewChanged
 from runs.forms import REJECTING, DecisionForm, EditForm
 from runs.models import Decision, Operation
+from runs.models.operations import LEASED
 from runs.models.workers import WorkerPause
 from runs.paused_lanes import PausedLane, operator_pauses, paused_lanes
 from runs.permissions import has_project_perm, own_interest
@@ -121,13 +123,19 @@ def _paused(operation: Operation) -> PausedLane | None:
 
 def _held(operation: Operation) -> WorkerPause | None:
     """The operator's pause that keeps workers from claiming this operation (of every
-    lane first, else of its own), if any; read only for an approved operation of
-    Oversight's: one a worker holds already goes on to its end."""
-    if operation.executor != Operation.Executor.SERVER:
-        return None
-    if operation.status != Operation.Status.APPROVED:
+    lane first, else of its own), if any; read only for an operation of Oversight's
+    that a worker would claim: approved, or in flight or rolling back with its lease
+    lapsed (to take it over, as after a restore). One a worker holds goes on to its end."""
+    if operation.executor != Operation.Executor.SERVER or not _claimable(operation):
         return None
     return next(iter(operator_pauses(WorkerPause.EVERY_LANE, operation.lane)), None)
+
+
+def _claimable(operation: Operation) -> bool:
+    if operation.status == Operation.Status.APPROVED:
+        return True
+    lapsed = operation.lease_expires_at is not None and operation.lease_expires_at <= timezone.now()
+    return operation.status in LEASED and lapsed
 
 
 def _panel_version(
