@@ -73,7 +73,7 @@ from runs.canonical import sha256_hex
 from runs.clock import db_now
 from runs.models import Artifact, Checkpoint, Operation, Project
 from runs.models.operations import LEASED
-from runs.services.artifacts import INCOMING, read_artifact, store_artifact
+from runs.services.artifacts import INCOMING, read_artifact, store_artifact, sync_folder
 
 log = logging.getLogger(__name__)
 MAX_CONTENT = 1_000_000
@@ -369,14 +369,6 @@ def _write_synced(path: Path, content: bytes) -> None:
         os.fsync(file.fileno())
 
 
-def _sync_folder(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def clear_leftovers() -> int:
     """Remove what killed writers left in the workspaces (``.incoming-*``), folder by
     folder under the folder's lock, whose taking breaks a lock no holder can land
@@ -446,7 +438,7 @@ def write_locked(
             ctx.confirm_lease()
             lock.replace(target)
             replaced = True
-            _sync_folder(target.parent)
+            sync_folder(target.parent)
     except OSError as error:
         if replaced:
             raise

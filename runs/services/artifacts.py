@@ -71,7 +71,7 @@ def write_durably(path: Path, content: bytes, *, prefix: str = INCOMING) -> None
 
 def sync_folder(folder: Path) -> None:
     """Make a rename or a new name in ``folder`` durable (fsync of the folder itself)."""
-    descriptor = os.open(folder, os.O_RDONLY)
+    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(descriptor)
     finally:
