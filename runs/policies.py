@@ -49,6 +49,7 @@ COMPARE = {
 }
 HIGH_RISK = "high risk: two people"
 NO_RULE = "no policy rule applies: one approver"
+REQUEUED = "an operator's requeue: one person, whatever the policy"
 RAISED_BY = "; risk raised to {risk} by "
 RULE_CHARS = Operation._meta.get_field("approval_rule").max_length
 POLICY_CHARS = Decision._meta.get_field("policy").max_length
@@ -91,9 +92,11 @@ def rules_for(project: Project, action: str) -> list[ApprovalPolicy]:
 
 
 def requirement_for(
-    project: Project, action: str, arguments: dict, proposed_risk: str
+    project: Project, action: str, arguments: dict, proposed_risk: str, *, requeue: bool = False
 ) -> Requirement:
-    return requirement(rules_for(project, action), [arguments], proposed_risk)
+    """``requeue``: an operator's requeue, which a person approves whatever the rules."""
+    rules = rules_for(project, action)
+    return requirement(rules, [arguments], proposed_risk, at_least=int(requeue))
 
 
 def requirement_after_edit(operation: Operation, arguments: dict) -> Requirement:
@@ -111,10 +114,15 @@ def requirement_after_edit(operation: Operation, arguments: dict) -> Requirement
 
 
 def requirement(
-    rules: Sequence[ApprovalPolicy], argument_sets: Sequence[dict], proposed_risk: str
+    rules: Sequence[ApprovalPolicy],
+    argument_sets: Sequence[dict],
+    proposed_risk: str,
+    *,
+    at_least: int = 0,
 ) -> Requirement:
     """What ``rules`` require of a proposal with these arguments (a rule applies if it
-    applies to any set) and the agent's ``proposed_risk``; see the module docstring."""
+    applies to any set) and the agent's ``proposed_risk``, and ``at_least`` approvals
+    (a requeue's one); see the module docstring."""
     base = next((rule for rule in rules if not rule.when_argument), None)
     conditional = (_applying(rule, argument_sets) for rule in rules if rule.when_argument)
     applying = [a for a in conditional if a is not None]
@@ -125,14 +133,17 @@ def requirement(
     setter = max(applying, key=lambda a: a.approvals, default=None)
     risk = max([proposed_risk, *(a.policy.min_risk for a in applying)], key=_risk_rank)
     approvals = setter.approvals if setter else APPROVALS.ONE
+    floor = ""
     if risk == Operation.Risk.HIGH and approvals < APPROVALS.TWO:
-        setter, approvals = None, APPROVALS.TWO
+        setter, approvals, floor = None, APPROVALS.TWO, HIGH_RISK
+    elif approvals < at_least:
+        setter, approvals, floor = None, at_least, REQUEUED
     raiser = _raiser([setter, *applying] if setter else applying, risk, proposed_risk)
     timeouts = [p for p in (setter and setter.policy, base) if p is not None]
     return Requirement(
         risk=risk,
         approvals=approvals,
-        rule=_clip(_explanation(setter, raiser, approvals, risk), RULE_CHARS),
+        rule=_clip(_explanation(setter, raiser, floor, risk), RULE_CHARS),
         decision_timeout=_first(p.decision_timeout for p in timeouts)
         or settings.OVERSIGHT_DECISION_TIMEOUT,
         approval_ttl=_first(p.approval_ttl for p in timeouts) or settings.OVERSIGHT_APPROVAL_TTL,
@@ -220,15 +231,10 @@ def _json_type(value) -> str:
     return "number" if isinstance(value, int | float) else type(value).__name__
 
 
-def _explanation(
-    setter: _Applying | None, raiser: _Applying | None, approvals: int, risk: str
-) -> str:
-    """Which rule set the count, then, if another one raised the agent's risk, that one
-    (``explain`` reads the two apart)."""
-    if setter is not None:
-        text = setter.label
-    else:
-        text = HIGH_RISK if approvals == APPROVALS.TWO else NO_RULE
+def _explanation(setter: _Applying | None, raiser: _Applying | None, floor: str, risk: str) -> str:
+    """Which rule set the count (or ``floor``, what raised it above every rule's), then,
+    if another one raised the agent's risk, that one (``explain`` reads the two apart)."""
+    text = setter.label if setter is not None else floor or NO_RULE
     if raiser is not None and raiser is not setter:
         text += RAISED_BY.format(risk=risk) + raiser.label
     return text

@@ -144,6 +144,10 @@ def test_a_cancelled_runs_thread_is_never_resumed(agent, reviewer, admin_user, t
     assert state(agent, "t-cancel").next == ("tools",)
     assert agent.resume("t-cancel") is False
     assert ledger(tmp_path) == []
+    # Restarted past the cancel in the feed: recover() learns it from the run.
+    restarted = Resumer(agent.graph, agent.ovs)
+    assert restarted.recover("t-cancel") is False
+    assert restarted.cancelled == {"t-cancel"}
 
 
 def test_interrupt_values_become_requests_and_answers_resume_values():

@@ -1,8 +1,9 @@
-"""An agent operation whose token stops acting (#38, item 5): only its session's token
-may claim it, so proposed or approved it would wait for ever. It is withdrawn, with the
-reason, when the token is revoked on its page, and by a worker's housekeeping for the
-other ways a token stops (its owner leaves the project). A server operation of the
-same agent goes on: a worker carries it out as reviewers decide."""
+"""An agent operation whose token will never act again (#38, item 5): only its
+session's token may claim it, so proposed or approved it would wait for ever. It is
+withdrawn, with the reason, when the token is revoked on its page, and by a worker's
+housekeeping when its owner is deactivated; an owner who left the project may come
+back, so their agent's operations wait. A server operation of the same agent goes on:
+a worker carries it out as reviewers decide."""
 
 import pytest
 from django.urls import reverse
@@ -50,15 +51,29 @@ def test_revoking_the_token_withdraws_what_only_its_agent_could_carry_out(
     assert run.status != Run.Status.WAITING  # Nothing is left to decide or carry out.
 
 
-def test_a_worker_withdraws_them_once_the_owner_left_the_project(agent_ops, project, owner):
+def test_a_worker_withdraws_them_once_the_owner_is_deactivated(agent_ops, owner):
     approved, waiting, _ = agent_ops
-    project.memberships.filter(user=owner).delete()
+    owner.is_active = False
+    owner.save(update_fields=["is_active"])
 
     Worker("w1").housekeeping()  # Its first round is a minutely one.
 
     assert set(
         Operation.objects.filter(pk__in=[approved.pk, waiting.pk]).values_list("status", flat=True)
     ) == {Status.CANCELLED}
+
+
+def test_an_owner_who_left_the_project_may_come_back_so_they_wait(agent_ops, project, owner):
+    """As when a role from single sign-on lapses: the token acts again once they are
+    back, and reviewers may cancel meanwhile."""
+    approved, waiting, _ = agent_ops
+    project.memberships.filter(user=owner).delete()
+
+    Worker("w1").housekeeping()
+
+    approved.refresh_from_db()
+    waiting.refresh_from_db()
+    assert (approved.status, waiting.status) == (Status.APPROVED, Status.PROPOSED)
 
 
 def test_a_token_that_acts_keeps_its_operations(agent_ops):

@@ -18,6 +18,7 @@ from runs.models import (
     Account,
     ApprovalPolicy,
     Checkpoint,
+    Decision,
     LedgerEntry,
     Message,
     Operation,
@@ -186,7 +187,9 @@ def test_once_the_agent_proposed_the_same_again_it_is_not_requeued(
     decide_on(retry, reviewer)
     assert drained(retry).status == Status.COMMITTED
 
-    with pytest.raises(IllegalTransition, match=f"as operation {retry.pk} \\(committed\\)"):
+    with pytest.raises(
+        IllegalTransition, match=f"as operation {retry.pk} \\(committed\\): a requeue"
+    ):
         requeue_operation(operation=short_of_funds, user=operator, reason="A topped up")
     assert LedgerEntry.objects.count() == 1
     sign_in(client, "ops", "pw")
@@ -207,3 +210,26 @@ def test_a_requeue_waits_for_a_person_even_where_the_policy_approves_alone(
     requeue, _ = requeue_operation(operation=short_of_funds, user=operator, reason="A topped up")
 
     assert (requeue.status, requeue.required_approvals) == (Status.PROPOSED, 1)
+    assert requeue.approval_rule == "an operator's requeue: one person, whatever the policy"
+
+
+def test_the_agent_s_retry_of_an_edited_operation_counts_as_the_same(
+    approved, propose, reviewer, operator
+):
+    """A reviewer's edit changed the original's arguments; the agent retries what it
+    first proposed: still one transfer."""
+    first = propose(
+        "pay",
+        arguments={"from": "A", "to": "B", "amount": "100.00", "require_balance_above": "1000.00"},
+    )
+    decide_on(first, reviewer, Decision.Kind.EDIT, arguments={**first.arguments, "amount": "90.00"})
+    Account.objects.filter(name="A").update(balance=Decimal("500.00"))
+    assert drained(first).status == Status.PRECONDITION_FAILED
+    topped_up()
+    retry = propose("agent-retry", arguments=first.proposed_arguments)
+    decide_on(retry, reviewer)
+    assert drained(retry).status == Status.COMMITTED
+
+    with pytest.raises(IllegalTransition, match=f"as operation {retry.pk}"):
+        requeue_operation(operation=first, user=operator, reason="A topped up")
+    assert LedgerEntry.objects.count() == 1

@@ -149,9 +149,9 @@ class Worker:
 
     def housekeeping(self) -> bool:
         """Expire what is overdue (proposals, approvals, human requests), settle abandoned
-        agent operations, and once a minute clear killed writers' temporary files,
-        withdraw agent operations whose token stopped acting, delete expired API replies
-        and take back roles no sign-in confirmed in time; unless the
+        agent operations, and once a minute clear killed writers' temporary files, delete
+        expired API replies, take back roles no sign-in confirmed in time and withdraw
+        agent operations whose token will never act again; unless the
         notifications have their own lane, deliver due alerts and, once a minute, notify
         reviewers. A failure here (a database busy past its timeout) is logged, and the
         step goes on."""
@@ -169,9 +169,9 @@ class Worker:
             if minutely:
                 self.next_housekeeping = time.monotonic() + HOUSEKEEPING_EVERY_SECONDS
                 clear_leftovers()
-                withdraw_orphaned_operations()
                 purge_expired(now)
                 expire_sign_in_roles(now)
+                withdraw_orphaned_operations()  # Last: each waits for its run's lock.
         except Exception as error:
             self.failures.failed(f"worker {self.name}: housekeeping", error)
             return False

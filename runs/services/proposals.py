@@ -1,7 +1,6 @@
 """Proposing an operation: the agent says what it is about to do, and waits."""
 
 import uuid
-from dataclasses import replace
 from datetime import datetime
 
 from django.db import transaction
@@ -173,11 +172,12 @@ def _propose(
         )
     now = now or db_now()
     needed = requirement_for(
-        current.project, operation.action, operation.arguments, operation.proposed_risk
+        current.project,
+        operation.action,
+        operation.arguments,
+        operation.proposed_risk,
+        requeue=operation.requeue_of_id is not None,
     )
-    if operation.requeue_of_id is not None and needed.approvals == 0:
-        # An operator's requeue is decided by another person, whatever the policy.
-        needed = replace(needed, approvals=1, rule=f"{needed.rule}; a requeue: one person")
     activate(current, actor)
     operation.run, operation.project_id = current, current.project_id
     operation.idempotency_key = uuid.uuid4().hex

@@ -10,6 +10,7 @@ from django.db import transaction
 
 from runs.actions.registry import get_action
 from runs.actors import Actor
+from runs.canonical import json_hash
 from runs.errors import IllegalTransition, InvalidInput, OversightError
 from runs.models import Operation, Run
 from runs.payloads import MessageKind
@@ -52,25 +53,33 @@ def why_not_requeuable(operation: Operation, run: Run | None = None) -> str | No
         return str(refusal)
     if again := _proposed_again(operation):
         return (
-            f"its agent proposed the same again, as operation {again.pk} "
-            f"({again.get_status_display().lower()}): decide on that one instead"
+            f"the same was proposed again in its run, as operation {again.pk} "
+            f"({again.get_status_display().lower()}): a requeue would make it twice"
         )
     return None
 
 
 def _proposed_again(operation: Operation) -> Operation | None:
     """A later operation of the run with the same action and arguments that has not
-    ended without its effect (a retry of the agent's own, or a requeue)."""
-    return (
+    ended without its effect (a retry of the agent's own, or a requeue). Arguments as
+    proposed or as approved, on either side: a reviewer's edit of one changes its
+    hash, and the agent's retry of it carries what it first proposed."""
+    same = {operation.arguments_hash, json_hash(operation.proposed_arguments)}
+    later = (
         Operation.objects.filter(
-            run_id=operation.run_id,
-            pk__gt=operation.pk,
-            action=operation.action,
-            arguments_hash=operation.arguments_hash,
+            run_id=operation.run_id, pk__gt=operation.pk, action=operation.action
         )
         .exclude(status__in=NOT_AGAIN)
+        .only("pk", "status", "arguments_hash", "proposed_arguments")
         .order_by("pk")
-        .first()
+    )
+    return next(
+        (
+            again
+            for again in later
+            if same & {again.arguments_hash, json_hash(again.proposed_arguments)}
+        ),
+        None,
     )
 
 

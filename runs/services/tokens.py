@@ -3,18 +3,22 @@ acts for a member of its project; the owner is never looked up among all users, 
 issuing one reveals nothing about people outside the project. Its issuer is recorded:
 they may not decide on what its agent proposes or asks (``permissions.own_interest``),
 and a token they make for another member acts only once that member accepts it. When a
-token stops acting, what only its agent could carry out is withdrawn."""
+token will never act again, what only its agent could carry out is withdrawn."""
+
+import logging
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db import transaction
-from django.db.models import QuerySet
+from django.db import DatabaseError, transaction
+from django.db.models import Q, QuerySet
 
 from runs.actors import Actor
 from runs.errors import IllegalTransition, InvalidInput
 from runs.models import AgentToken, Operation, Project, Role
 from runs.permissions import role_group
-from runs.services.proposals import WITHDRAWABLE, withdraw_operation
+from runs.services.proposals import withdraw_operation
+
+log = logging.getLogger(__name__)
 
 
 def project_members(project: Project) -> QuerySet:
@@ -87,7 +91,7 @@ def _stand_in(project: Project, username: str):
 # Who withdraws an agent operation that no agent can carry out any more, and why.
 ORPHANED_BY = Actor.policy("agent token no longer acts")
 ORPHANED_REASON = (
-    "withdrawn: its agent token no longer acts (revoked, or its owner left the project), "
+    "withdrawn: its agent token no longer acts (revoked, or its owner deactivated), "
     "so no agent can carry it out"
 )
 
@@ -101,24 +105,28 @@ def revoke_token(token: AgentToken) -> int:
 
 def withdraw_orphaned_operations(token: AgentToken | None = None) -> int:
     """Withdraw every agent operation not yet claimed (proposed or approved) whose
-    session's token no longer acts, or only ``token``'s: only that token's agent may
-    claim it, so it would wait for ever. A token stops acting when it is revoked or
-    declined, or its owner leaves the project or is deactivated: ``revoke_token`` does
-    this at once, and every worker's housekeeping once a minute for the others. What
-    a worker carries out (a server operation) goes on as reviewers decide. Returns how
-    many were withdrawn."""
+    session's token will never act again, or only ``token``'s: only that token's agent
+    may claim it, so it would wait for ever. A token never acts again once revoked (or
+    declined) or once its owner is deactivated: ``revoke_token`` does this at once,
+    and every worker's housekeeping once a minute for the rest. A token whose owner
+    left the project (or whose role from single sign-on lapsed) may act again when
+    they are back: its agent's operations wait, as reviewers may cancel them. What a
+    worker carries out goes on as reviewers decide. Returns how many were withdrawn."""
+    ended = AgentToken.objects.filter(Q(revoked_at__isnull=False) | Q(owner__is_active=False))
+    # Two conditions on status (not IN): each served by its partial index.
     orphaned = Operation.objects.filter(
+        Q(status=Operation.Status.PROPOSED) | Q(status=Operation.Status.APPROVED),
         executor=Operation.Executor.AGENT,
-        status__in=WITHDRAWABLE,
-        run__session__token__isnull=False,  # a session opened with no token has none to lose
-    ).exclude(run__session__token__in=AgentToken.acting())
-    if token is not None:
-        orphaned = orphaned.filter(run__session__token=token)
+        run__session__token__in=ended.filter(pk=token.pk) if token else ended,
+    )
     withdrawn = 0
-    for operation in orphaned.order_by("pk"):
+    for operation in sorted(orphaned, key=lambda op: op.pk):
         try:
             withdraw_operation(operation=operation, actor=ORPHANED_BY, reason=ORPHANED_REASON)
         except IllegalTransition:
             continue  # Claimed, decided or expired since it was listed.
+        except DatabaseError as error:  # A run locked past the wait: the next round.
+            log.warning("operation %s not withdrawn this time: %s", operation.pk, error)
+            continue
         withdrawn += 1
     return withdrawn

@@ -63,8 +63,7 @@ class Resumer:
         """Resume the thread's interrupts that are decided; then ask the reviewers what
         it waits for and was not asked yet (also after a crash before asking). Returns
         whether it was resumed: never if its run was cancelled."""
-        run = self.ovs.find_run(thread_id)
-        if run is not None and run["status"] == "cancelled":
+        if self._cancelled(thread_id):
             return False
         values = {}
         for interrupt in self.graph.get_state(config(thread_id)).interrupts:
@@ -81,8 +80,7 @@ class Resumer:
         died mid-step, or a node raised: nodes under Oversight repeat no effect), else
         resume it as ``resume`` does. Not for graphs with static breakpoints
         (``interrupt_before``/``interrupt_after``), which stop between steps on purpose."""
-        run = self.ovs.find_run(thread_id)
-        if run is not None and run["status"] == "cancelled":
+        if self._cancelled(thread_id):
             return False
         paused = self.graph.get_state(config(thread_id))
         if paused.next and not paused.interrupts:
@@ -90,6 +88,14 @@ class Resumer:
             self.ask(thread_id)
             return True
         return self.resume(thread_id)
+
+    def _cancelled(self, thread_id: str) -> bool:
+        """Whether the thread's run was cancelled, as Oversight says now; kept in
+        ``cancelled`` (after a restart, the feed's cursor may be past the cancel)."""
+        run = self.ovs.find_run(thread_id)
+        if run is not None and run["status"] == "cancelled":
+            self.cancelled.add(thread_id)
+        return thread_id in self.cancelled
 
     def ready(self, interrupt: Interrupt) -> tuple[bool, Any]:
         """Whether ``interrupt`` can be resumed, and with what. A paused tool node is
