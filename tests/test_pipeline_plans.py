@@ -37,6 +37,7 @@ SETTINGS = {
     "runs_provideridentity",
     "runs_approvalpolicy",
     "runs_webhookendpoint",
+    "runs_agenttoken",  # issued by admins: a worker's minutely look for those that ended
 }
 EXPLAINED = ("SELECT", "UPDATE", "DELETE", "INSERT", "WITH", "(")
 TRANSACTION_CONTROL = ("SAVEPOINT", "RELEASE", "ROLLBACK", "BEGIN", "COMMIT")
@@ -67,7 +68,7 @@ def _sqlite_whole_reads(sql: str, plan: list[str]) -> list[str]:
     """Tables ``SCAN``ned. Django names a subquery's tables U0, U1…, and two subqueries
     may each have a U0: a scanned alias counts for every table it names."""
     aliases: dict[str, set[str]] = {}
-    for table, alias in re.findall(r'"(\w+)" ([A-Z]\d+)\b', sql):
+    for table, alias in re.findall(r'"(\w+)" "?([A-Z]\d+)\b', sql):  # Django quotes them
         aliases.setdefault(alias, set()).add(table)
     read = []
     for detail in plan:

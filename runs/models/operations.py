@@ -217,6 +217,13 @@ class Operation(models.Model):
                 name="operation_leased_idx",
             ),
             models.Index(fields=["run", "status"], name="operation_run_status_idx"),
+            # The requeues of an operation: SQLite looks for them at every insert into
+            # this table (a foreign key to itself, deferred), which read it whole.
+            models.Index(
+                fields=["requeue_of"],
+                condition=models.Q(requeue_of__isnull=False),
+                name="operation_requeue_of_idx",
+            ),
         ]
         permissions = [
             ("decide_operation", "Can approve, reject or edit operations"),
