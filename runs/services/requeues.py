@@ -2,9 +2,11 @@
 target refused it or it was given up before its intent, its precondition failed, or
 its decision or approval lapsed) is proposed again in its run, by an operator who says
 what was fixed, with the arguments it was approved with. Reviewers decide on it as on
-any proposal, and never the operator who requeued it (``runs.permissions.own_interest``).
-The operation requeued stays as it ended: what its agent was told stays true, and the
-run's messages tell the agent of the new one."""
+any proposal, at least one person whatever the policy (``policies.REQUEUED``), and
+never the operator who requeued it (``runs.permissions.own_interest``). It is refused
+once the same was proposed again in the run (the agent's own retry): two approvals
+would make the effect twice. The operation requeued stays as it ended: what its agent
+was told stays true, and the run's messages tell the agent of the new one."""
 
 from django.db import transaction
 
