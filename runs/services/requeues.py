@@ -95,7 +95,8 @@ def requeued_as(operation: Operation) -> Operation | None:
 @transaction.atomic
 def requeue_operation(*, operation: Operation, user, reason: str) -> tuple[Operation, bool]:
     """Propose ``operation`` again; returns the requeue and whether it is new (a second
-    requeue of the same operation returns the first)."""
+    requeue of the same operation returns the first). Under the run's lock, with no
+    requeue found and its call a name no agent may take, the proposal is a new one."""
     if not reason.strip():
         raise InvalidInput("reason: say what was fixed")
     require_project_perm(user, operation.project, "requeue_operation")
@@ -106,7 +107,7 @@ def requeue_operation(*, operation: Operation, user, reason: str) -> tuple[Opera
     if why := why_not_requeuable(operation, run):
         raise IllegalTransition(why)
     actor = Actor.of_user(user)
-    requeue, new = submit_proposal(
+    requeue, _ = submit_proposal(
         run=run,
         call_id=call_id_of_requeue(operation),
         action=operation.action,
@@ -122,14 +123,13 @@ def requeue_operation(*, operation: Operation, user, reason: str) -> tuple[Opera
         requeued_by=user,
         requeue_reason=reason,
     )
-    if new:  # The operator tells the agent, in the run's conversation.
-        append_message(
-            run=run,
-            kind=MessageKind.USER,
-            payload={
-                "text": f"Operation {operation.pk} ({operation.action}) was requeued by "
-                f"{user.get_username()} as operation {requeue.pk}: {reason}"
-            },
-            actor=actor,
-        )
-    return requeue, new
+    append_message(  # The operator tells the agent, in the run's conversation.
+        run=run,
+        kind=MessageKind.USER,
+        payload={
+            "text": f"Operation {operation.pk} ({operation.action}) was requeued by "
+            f"{user.get_username()} as operation {requeue.pk}: {reason}"
+        },
+        actor=actor,
+    )
+    return requeue, True
