@@ -5,6 +5,7 @@ sees what reached the model (a reviewer's reason, an edited input, a hook's refu
 
 import json
 import threading
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -22,27 +23,34 @@ def text_of(block: dict) -> str:
 
 class ScriptedModel:
     """Calls ``tool`` with ``input`` (as ``tool_use_id``; and beside it with each input
-    of ``also``, by id), then answers ``Read: <the last tool result>``. ``requests``
-    keeps the bodies it was sent."""
+    of ``also``, by id). Each later reply is the next step of ``then``: a call
+    (``(tool_use_id, input)``) or None, an answer that ends the turn; with no steps left
+    it answers ``Read: <the last tool result>``. ``requests`` keeps the bodies it was
+    sent."""
 
     def __init__(self, tool: str, input: dict, tool_use_id: str = "toolu_01") -> None:
         self.tool, self.input, self.tool_use_id = tool, input, tool_use_id
         self.also: dict[str, dict] = {}
+        self.then: list[tuple[str, dict] | None] = []
         self.requests: list[dict] = []
 
     def reply(self, body: dict) -> list[dict]:
         """The content blocks of the next assistant message."""
         self.requests.append(body)
-        results = [
-            block
-            for message in body["messages"]
-            if isinstance(message["content"], list)
-            for block in message["content"]
-            if isinstance(block, dict) and block.get("type") == "tool_result"
-        ]
-        if results:
-            return [{"type": "text", "text": f"Read: {text_of(results[-1])}"}]
-        calls = {self.tool_use_id: self.input, **self.also}
+        replied = sum(message["role"] == "assistant" for message in body["messages"])
+        if not replied:
+            calls = {self.tool_use_id: self.input, **self.also}
+        elif replied <= len(self.then) and self.then[replied - 1] is not None:
+            calls = dict([self.then[replied - 1]])
+        else:
+            results = [
+                block
+                for message in body["messages"]
+                if isinstance(message["content"], list)
+                for block in message["content"]
+                if isinstance(block, dict) and block.get("type") == "tool_result"
+            ]
+            return [{"type": "text", "text": f"Read: {text_of(results[-1]) if results else ''}"}]
         return [
             {"type": "tool_use", "id": call_id, "name": self.tool, "input": input}
             for call_id, input in calls.items()
@@ -50,10 +58,12 @@ class ScriptedModel:
 
 
 def stream(model: str, blocks: list[dict]) -> bytes:
+    """The reply as the API streams it, under an id of its own: the CLI takes two
+    replies with one id for parts of the same message."""
     tool = any(b["type"] == "tool_use" for b in blocks)
     usage = {"input_tokens": 10, "output_tokens": 5}
     start = {
-        "id": "msg_fake",
+        "id": f"msg_{uuid.uuid4().hex}",
         "type": "message",
         "role": "assistant",
         "model": model,

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from oversight_client import AsyncOversight
 from oversight_client.claude_agent import Action, OversightAgent, OversightGate
+from oversight_client.claude_agent.agent import LOST
 from oversight_client.claude_agent.gate import MADE_ALREADY, MARK
 from oversight_client.cursor import FileCursor
 from runs.actors import Actor
@@ -23,6 +24,7 @@ from runs.services.runs import cancel_run
 from tests.client_helpers import deciding, reviewing
 from tests.fake_anthropic import FakeAnthropic, ScriptedModel, cli_env
 from tests.helpers import decide_on
+from tests.outage import Outage
 
 pytest_plugins = ["tests.client_helpers"]
 pytestmark = pytest.mark.claude_cli
@@ -157,12 +159,12 @@ def test_a_cancelled_run_denies_the_waiting_call(aovs, run_id, options, paid, ad
     assert ": This call was cancelled (" in result.result
 
 
-def test_an_unreachable_oversight_denies_the_call(options, paid):
+def test_an_unreachable_oversight_denies_the_call_once_the_wait_is_over(options, paid):
     dead = AsyncOversight("http://127.0.0.1:9", "token", retries=1, backoff=0.01, timeout=2)
-    result = ask(options, **gated(OversightGate(dead, 1, ACTIONS)))
+    result = ask(options, **gated(OversightGate(dead, 1, ACTIONS, timeout=2)))
     assert paid == []
     assert result.result.endswith(
-        ": This call was not made: Oversight could not be asked (Unreachable)."
+        ": This call was not made: Oversight could not be reached to ask a reviewer."
     )
 
 
@@ -363,3 +365,128 @@ def test_an_output_the_server_would_refuse_is_reported_cleaned(
     operation = Operation.objects.get(call_id="toolu_pay_1")
     assert operation.status == "committed"
     assert "\x00" not in str(operation.result) and "paid\ufffd INV-7" in str(operation.result)
+
+
+# --- sequences: the model calls again in a resumed session ------------------------------
+
+INV_8 = {"invoice": "INV-8", "amount": 120}
+
+
+def resumed(agent: OversightAgent, run_id: int) -> ResultMessage | None:
+    return asyncio.run(agent.resume(run_id))
+
+
+def test_every_call_of_a_resumed_session_waits_for_reviewers_and_runs_once(
+    aovs, run_id, options, paid, reviewer, tmp_path, model
+):
+    """The second call, made by the model in the session resumed for the first, is
+    deferred in turn (the CLI used to drop it as "[Tool result missing due to internal
+    error]", the run ended, and its proposal waited with nobody behind it)."""
+    model.then = [("toolu_pay_2", INV_8), ("toolu_pay_3", {"invoice": "INV-9", "amount": 5})]
+    agent = agent_for(aovs, options, tmp_path)
+    assert asyncio.run(agent.run("Pay INV-7, INV-8 and INV-9", run_id)) is None
+    for call_id in ("toolu_pay_1", "toolu_pay_2"):
+        decide_on(Operation.objects.get(call_id=call_id), reviewer)
+        assert resumed(agent, run_id) is None  # the next call waits
+        assert Operation.objects.get(call_id=call_id).status == "committed"
+    decide_on(Operation.objects.get(call_id="toolu_pay_3"), reviewer)
+    assert resumed(agent, run_id).result == "Read: paid INV-9: 5"
+    assert paid == [ASKED, INV_8, {"invoice": "INV-9", "amount": 5}]
+    assert set(Operation.objects.values_list("status", flat=True)) == {"committed"}
+    assert "missing due to internal error" not in str(model.requests)
+
+
+def test_a_retry_after_a_rejection_waits_for_reviewers_too(
+    aovs, run_id, options, paid, reviewer, tmp_path, model
+):
+    model.then = [("toolu_pay_2", {"invoice": "INV-7", "amount": 40})]
+    agent = agent_for(aovs, options, tmp_path)
+    assert asyncio.run(agent.run("Pay INV-7", run_id)) is None
+    decide_on(
+        Operation.objects.get(call_id="toolu_pay_1"),
+        reviewer,
+        Decision.Kind.REJECT,
+        comment="INV-7 has a 5 credit note",
+    )
+    assert resumed(agent, run_id) is None  # the model read why, and asks again
+    assert "A reviewer rejected this call: INV-7 has a 5 credit note" in str(model.requests[-1])
+    decide_on(Operation.objects.get(call_id="toolu_pay_2"), reviewer)
+    assert resumed(agent, run_id).result == "Read: paid INV-7: 40"
+    assert paid == [{"invoice": "INV-7", "amount": 40}]
+
+
+def test_a_second_call_waiting_when_the_agent_restarts_is_resumed_once_decided(
+    aovs, run_id, options, paid, reviewer, tmp_path, model
+):
+    model.then = [("toolu_pay_2", INV_8)]
+    agent = agent_for(aovs, options, tmp_path)
+    assert asyncio.run(agent.run("Pay INV-7 and INV-8", run_id)) is None
+    decide_on(Operation.objects.get(call_id="toolu_pay_1"), reviewer)
+    assert resumed(agent, run_id) is None
+
+    restarted = agent_for(aovs, options, tmp_path)
+    assert asyncio.run(restarted.recover("Pay INV-7 and INV-8", run_id)) is None  # waits
+    decide_on(Operation.objects.get(call_id="toolu_pay_2"), reviewer)
+    assert asyncio.run(restarted.poll()) == 1
+    assert restarted.results[run_id].result == "Read: paid INV-8: 120"
+    assert paid == [ASKED, INV_8]
+
+
+# --- Oversight out of reach, and a resume with nothing deferred -------------------------
+
+
+def test_a_call_made_while_oversight_is_out_of_reach_waits_for_it_then_for_reviewers(
+    live_server, client_token, run_id, options, paid, reviewer, tmp_path, model
+):
+    """The hook asks again (the proposal is idempotent by its call id) until Oversight
+    answers: the call is proposed once and the session named, so that its decision
+    resumes it (before, the hook deferred with nothing proposed and nothing named, and
+    the agent waited forever)."""
+    with Outage(live_server.url) as outage:
+        cut_off = AsyncOversight(outage.url, client_token, retries=1, backoff=0.01, timeout=5)
+        agent = agent_for(cut_off, options, tmp_path)
+        asked = model.reply
+
+        def cut_when_asked(body: dict) -> list[dict]:
+            if not model.requests:  # the model's first answer: its call to pay
+                outage.cut_for(3)
+            return asked(body)
+
+        model.reply = cut_when_asked
+        assert asyncio.run(agent.run("Pay INV-7", run_id)) is None
+        assert outage.cuts == 1
+        operation = Operation.objects.get(call_id="toolu_pay_1")
+        assert operation.status == "proposed"
+        named = Message.objects.filter(run_id=run_id, payload__data__has_key=MARK).last()
+        assert named.payload["data"][MARK]["call"] == "toolu_pay_1"
+        decide_on(operation, reviewer)
+        assert asyncio.run(agent.poll()) == 1
+    assert paid == [ASKED]
+    assert Operation.objects.get(call_id="toolu_pay_1").status == "committed"
+
+
+def test_a_session_with_no_call_to_go_on_with_is_told_so_and_never_hangs(
+    aovs, run_id, options, paid, reviewer, tmp_path, model
+):
+    """Resumed with no prompt, a CLI whose session has no deferred call (it ended, say)
+    would wait for input forever: past ``quiet_seconds`` it is told what came of the
+    call, and a call approved for it, which it will never make, is withdrawn."""
+
+    async def ended_session() -> str:
+        messages = [m async for m in query(prompt="Pay INV-7", options=options)]
+        return next(m for m in messages if isinstance(m, ResultMessage)).session_id
+
+    session = asyncio.run(ended_session())
+    asyncio.run(aovs.propose(run_id, "toolu_pay_9", "invoices.pay", ASKED, rollback_kind="none"))
+    asyncio.run(
+        aovs.message(run_id, "named", data={MARK: {"session": session, "call": "toolu_pay_9"}})
+    )
+    decide_on(Operation.objects.get(call_id="toolu_pay_9"), reviewer)
+    agent = agent_for(aovs, options, tmp_path)
+    agent.quiet_seconds = 1
+    assert asyncio.run(agent.poll()) == 1
+    told = "Your tool call toolu_pay_9 was interrupted when the agent stopped. It was not made"
+    assert told in str(model.requests[-1]["messages"][-1])
+    assert agent.results[run_id].result.startswith("Read: ")
+    withdrawn = Operation.objects.get(call_id="toolu_pay_9")
+    assert (withdrawn.status, withdrawn.status_reason) == ("cancelled", LOST)

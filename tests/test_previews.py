@@ -21,8 +21,9 @@ from tests.test_verify_evidence import rewrite, verify
 
 # The next and the previous operation waiting for the reviewer (each looked for after
 # it, then round from the other end: the keys, then the rows), its lane's pauses by the
-# workers' breakers and, as it is approved, by an operator, included.
-QUERIES = 18
+# workers' breakers and, as it is approved, by an operator, and the same call made
+# earlier in its run, included.
+QUERIES = 19
 
 
 def write(propose, path: str, content: str, expected: str | None, call_id: str = "w-1"):

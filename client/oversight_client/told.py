@@ -5,6 +5,7 @@ import json
 from typing import Any
 
 from oversight_client.errors import (
+    ENDED,
     Cancelled,
     Expired,
     PreconditionFailed,
@@ -55,3 +56,24 @@ def outcome(ended: Exception) -> str:
     if isinstance(ended, VerificationFailed):
         return f"This call's effect could not be verified ({ended.outcome}): {ended.detail}"
     return f"This call failed, its effect did not happen: {getattr(ended, 'detail', ended)}"
+
+
+NOT_MADE = ("rejected", "expired", "cancelled", "precondition_failed", "failed")
+
+
+def interrupted(call: str, operation: dict | None) -> str:
+    """What the model reads of its call ``call``, interrupted when its agent stopped
+    (a framework says only that it may or may not have completed): what Oversight knows
+    of it, ``operation`` (None: never proposed)."""
+    said = f"Your tool call {call} was interrupted when the agent stopped."
+    if operation is None:
+        return f"{said} Oversight was never asked about it: it was not made."
+    status = operation["status"]
+    if status == "committed":
+        made = as_text(operation["output"])
+        return f"{said} Oversight recorded it made, with this result: {made}. Do not make it again."
+    if status in ("proposed", "approved"):
+        return f"{said} It was not made; make it again if it is still needed."
+    if status in NOT_MADE:
+        return f"{said} {outcome(ENDED[status].of(operation))}"
+    return f"{said} It may have been made: a person is reconciling it. Do not retry it."

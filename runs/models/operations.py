@@ -72,6 +72,9 @@ class Operation(models.Model):
     proposed_arguments = models.JSONField()
     arguments = models.JSONField()
     arguments_hash = models.CharField(max_length=64)
+    # ``proposed_arguments``' hash ("" for operations proposed before migration 0042): with
+    # ``arguments_hash``, how the same call made again is found (``services.repeats``).
+    proposed_hash = models.CharField(max_length=64, blank=True, default="", db_default="")
     idempotency_key = models.CharField(max_length=64, unique=True)
     risk = models.CharField(max_length=8, choices=Risk.choices, default=Risk.MEDIUM)
     # The risk the agent said; ``risk`` is that raised to the policy's minimum, never lower.

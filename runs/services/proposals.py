@@ -114,7 +114,7 @@ def submit_proposal(
             run.pk,
             call_id,
             action,
-        ) and json_hash(existing.proposed_arguments) == arguments_hash
+        ) and (existing.proposed_hash or json_hash(existing.proposed_arguments)) == arguments_hash
 
     def create() -> tuple[Operation, bool]:
         return _propose(
@@ -126,6 +126,7 @@ def submit_proposal(
                 proposed_arguments=arguments,
                 arguments=arguments,
                 arguments_hash=arguments_hash,
+                proposed_hash=arguments_hash,
                 proposed_risk=risk,
                 rollback_kind=rollback_kind,
                 executor=executor,

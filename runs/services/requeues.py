@@ -12,12 +12,12 @@ from django.db import transaction
 
 from runs.actions.registry import get_action
 from runs.actors import Actor
-from runs.canonical import json_hash
 from runs.errors import IllegalTransition, InvalidInput, OversightError
 from runs.models import Operation, Run
 from runs.payloads import MessageKind
 from runs.permissions import require_project_perm
 from runs.services.proposals import REQUEUE_CALL, check_accepting, submit_proposal
+from runs.services.repeats import same_calls
 from runs.services.runs import append_message
 from runs.transitions import lock_run
 
@@ -62,27 +62,10 @@ def why_not_requeuable(operation: Operation, run: Run | None = None) -> str | No
 
 
 def _proposed_again(operation: Operation) -> Operation | None:
-    """A later operation of the run with the same action and arguments that has not
-    ended without its effect (a retry of the agent's own, or a requeue). Arguments as
-    proposed or as approved, on either side: a reviewer's edit of one changes its
-    hash, and the agent's retry of it carries what it first proposed."""
-    same = {operation.arguments_hash, json_hash(operation.proposed_arguments)}
-    later = (
-        Operation.objects.filter(
-            run_id=operation.run_id, pk__gt=operation.pk, action=operation.action
-        )
-        .exclude(status__in=NOT_AGAIN)
-        .only("pk", "status", "arguments_hash", "proposed_arguments")
-        .order_by("pk")
-    )
-    return next(
-        (
-            again
-            for again in later
-            if same & {again.arguments_hash, json_hash(again.proposed_arguments)}
-        ),
-        None,
-    )
+    """A later operation of the run that makes the same call and has not ended without
+    its effect (a retry of the agent's own, or a requeue)."""
+    later = same_calls(operation).filter(pk__gt=operation.pk).exclude(status__in=NOT_AGAIN)
+    return later.only("pk", "status").order_by("pk").first()
 
 
 def requeued_as(operation: Operation) -> Operation | None:

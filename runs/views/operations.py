@@ -20,6 +20,7 @@ from runs.policies import explain
 from runs.preview_changes import digest, what_changed
 from runs.services.decisions import decide
 from runs.services.previews import preview_hash, preview_of, stored_preview
+from runs.services.repeats import made_before
 from runs.siblings import waiting_with
 from runs.views.access import load_operation
 from runs.views.moving_on import move_on
@@ -203,6 +204,7 @@ def _render(
         "previous_operation": waiting.next_waiting(request.user, operation, back=True),
         "bound_kind": bound_kind,
         "bound_errors": bound_errors,
+        "made_before": made_before(operation),
         **requeue_links(request.user, operation),
     }
     return render(request, "runs/operation.html", context, status=status)

@@ -2,15 +2,31 @@
 without holding a process: the ``PreToolUse`` hook defers a call still to be decided
 (the CLI ends the query and keeps the session), names the session on the Oversight run,
 and the agent follows the token's feed to resume it once the call is decided; the hook
-then allows the call (with the reviewer's input) or denies it (with why)."""
+then allows the call (with the reviewer's input) or denies it (with why).
 
+A session is resumed with no prompt: the CLI then goes on with the call it deferred,
+and defers the model's next supervised call in turn. (Resumed with a prompt, it would
+take the prompt as a new turn as soon as the model's next call is deferred, and drop
+that call: "[Tool result missing due to internal error]".) A session whose agent was
+killed while a call ran goes on with that turn, and the CLI tells the model the call
+may or may not have completed: a model that makes it again is told what Oversight
+knows of it instead (made, with its output; or being reconciled by a person), and
+never allowed it twice."""
+
+import asyncio
 import contextlib
 import dataclasses
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from typing import Any
 
-from claude_agent_sdk import ClaudeAgentOptions, ResultMessage, query
+from claude_agent_sdk import (
+    ClaudeAgentOptions,
+    HookMatcher,
+    ResultMessage,
+    SystemMessage,
+    query,
+)
 
 from oversight_client.aio import AsyncOversight
 from oversight_client.claude_agent.gate import MARK, WAITING, Action, OversightGate
@@ -18,18 +34,23 @@ from oversight_client.cursor import FileCursor
 from oversight_client.errors import Conflict
 from oversight_client.resuming import RunResumer, last_mark
 from oversight_client.storable import storable
+from oversight_client.told import interrupted
 
-CARRY_ON = "Your tool call was decided; carry on."
 ENDED = "The agent's session ended."
-DROPPED = "The CLI defers one call per turn and dropped this one: the model may ask again."
+DROPPED = "The CLI dropped this call (it defers one per turn): the model may ask again."
+LOST = "The agent stopped before its session could make this call: it was not made."
+UNSTARTED = ("proposed", "approved", "rejected", "expired", "cancelled")  # no claim made
 
 
 class OversightAgent(RunResumer):
     """Runs ``options`` (the hooks of an ``OversightGate`` added to them) in Oversight
     runs, and follows the token's feed to resume the sessions whose deferred call was
     decided (``cursor``, e.g. a ``FileCursor``, keeps its place across restarts).
-    ``resume_prompt`` is the user message the resumed session goes on with, once the
-    deferred call has been allowed or denied."""
+    ``quiet_seconds`` bounds a resume that finds no deferred call: a CLI that neither
+    asks a hook nor says anything for that long waits for a prompt, and is told what
+    Oversight knows of its call."""
+
+    quiet_seconds = 30.0
 
     def __init__(
         self,
@@ -39,16 +60,14 @@ class OversightAgent(RunResumer):
         *,
         unsupervised: Collection[str] = (),
         cursor: FileCursor | None = None,
-        resume_prompt: str = CARRY_ON,
     ) -> None:
         super().__init__(ovs, cursor)
-        self.actions, self.options = dict(actions), options
-        self.unsupervised, self.resume_prompt = unsupervised, resume_prompt
+        self.actions, self.options, self.unsupervised = dict(actions), options, unsupervised
 
     async def run(self, prompt: str, run_id: int) -> ResultMessage | None:
         """Run the query; its result, or None while a call waits for reviewers."""
         await self.ovs.message(run_id, storable(prompt), kind="user")
-        return await self._query(prompt, run_id, None)
+        return await self._query(run_id, None, prompt)
 
     async def resume(self, run_id: int) -> ResultMessage | None:
         """Resume the run's deferred session if its call is decided; the result, or
@@ -58,8 +77,8 @@ class OversightAgent(RunResumer):
     async def recover(self, prompt: str, run_id: int) -> ResultMessage | None:
         """After a restart, go on where the agent stopped: resume the session named on
         the run once its call is decided, or at once if the call was never proposed
-        (the agent stopped in between: its hook proposes it now), or run ``prompt``
-        again if no session was named yet. None while it waits, or once it ended."""
+        (the agent stopped in between), or run ``prompt`` again if no session was named
+        yet. None while it waits, or once it ended."""
         if (await self.ovs.run(run_id))["status"] == "cancelled":
             return None
         marked = await last_mark(self.ovs, run_id, MARK)
@@ -71,7 +90,7 @@ class OversightAgent(RunResumer):
         operation = await self.ovs.find_operation(run_id=run_id, call_id=deferred["call"])
         if operation is not None and operation["status"] == "proposed":
             return None
-        return await self._query(self.resume_prompt, run_id, session_of(deferred))
+        return await self._go_on(run_id, deferred, operation)
 
     async def _resume(self, run_id: int) -> tuple[bool, ResultMessage | None]:
         """Whether the session was resumed, and its result if it ended. A cancelled
@@ -86,42 +105,104 @@ class OversightAgent(RunResumer):
             return False, None
         # Named until its query ends (or defers another call): an agent stopped on the
         # way resumes it again, and the gate never allows a call twice.
-        return True, await self._query(self.resume_prompt, run_id, session_of(deferred))
+        return True, await self._go_on(run_id, deferred, operation)
 
-    async def _query(self, prompt: str, run_id: int, session: str | None) -> ResultMessage | None:
-        gate = OversightGate(self.ovs, run_id, self.actions, unsupervised=self.unsupervised)
+    async def _go_on(
+        self, run_id: int, deferred: dict, operation: dict | None
+    ) -> ResultMessage | None:
+        """Resume the session. Deferred, the CLI goes on with no prompt, with its call
+        (whose hook says what was decided). Stopped inside its turn (the call never
+        proposed, or allowed and running), it waits for a prompt and first finishes
+        that turn, saying the call was interrupted: the prompt says what Oversight
+        knows of the call, and the gate denies the model the same call made again."""
+        session, told = session_of(deferred), interrupted(deferred["call"], operation)
+        if operation is not None and operation["status"] in UNSTARTED:
+            return await self._query(run_id, session, None, told, lost=operation)
+        return await self._query(run_id, session, told, repeated=operation)
+
+    async def _query(
+        self,
+        run_id: int,
+        session: str | None,
+        prompt: str | None,
+        otherwise: str = "",
+        *,
+        lost: dict | None = None,
+        repeated: dict | None = None,
+    ) -> ResultMessage | None:
+        """Run or resume (``session``) a query. With no ``prompt``, a CLI that turns out
+        to have nothing to go on with is told ``otherwise``, and ``lost`` (its call's
+        operation) is withdrawn if it waits; the gate denies a call that ``repeated``
+        one made already."""
+        gate = OversightGate(
+            self.ovs, run_id, self.actions, unsupervised=self.unsupervised, repeated=repeated
+        )
+        quiet = Quiet(otherwise, self.quiet_seconds)
         hooks = {**(self.options.hooks or {})}
-        for event, matchers in gate.hooks(defer=True).items():
+        heard = {"PreToolUse": [HookMatcher(hooks=[quiet.heard_hook])]}
+        for event, matchers in (heard | gate.hooks(defer=True)).items():
             hooks[event] = [*hooks.get(event, []), *matchers]
         options = dataclasses.replace(self.options, hooks=hooks, resume=session)
         result: Any = None
-        async for message in query(prompt=prompt, options=options):
-            if isinstance(message, ResultMessage):
-                result = message
-        if result is not None and result.deferred_tool_use is not None:
-            await self._deferred(run_id, gate, result)
+        try:
+            async for message in query(prompt=quiet if prompt is None else prompt, options=options):
+                if not isinstance(message, SystemMessage):  # the CLI is under way
+                    quiet.heard.set()
+                if isinstance(message, ResultMessage):
+                    result = message
+                    quiet.ended.set()
+        finally:
+            quiet.ended.set()
+        kept = result.deferred_tool_use.id if result and result.deferred_tool_use else None
+        await self._withdraw_dropped(gate, kept, lost if quiet.told else None)
+        if kept is not None:
+            deferred = {"session": result.session_id, "call": kept}
+            if await self._deferred_call(run_id) != deferred:  # the hook named another
+                await self.ovs.message(run_id, WAITING, data={MARK: deferred})
             return None
         said = result.result if result is not None and result.result else ENDED
         await self.ovs.message(run_id, storable(said), kind="agent", data={MARK: None})
         return result
 
-    async def _deferred(self, run_id: int, gate: OversightGate, result: ResultMessage) -> None:
-        """Name the call the session waits for (the hook did, unless the turn had other
-        calls). The CLI defers one call per turn: the others of the turn it drops (they
-        never run), so their proposals are withdrawn."""
-        kept = result.deferred_tool_use.id
-        deferred = {"session": result.session_id, "call": kept}
-        if await self._deferred_call(run_id) != deferred:  # the hook named another
-            await self.ovs.message(run_id, WAITING, data={MARK: deferred})
-        for call_id, op_id in gate.deferred.items():
-            if call_id != kept:
-                with contextlib.suppress(Conflict):  # decided and ended meanwhile
-                    await self.ovs.withdraw(op_id, DROPPED)
+    async def _withdraw_dropped(self, gate: OversightGate, kept: str | None, lost: dict | None):
+        """Withdraw what nobody will make: the calls this query deferred that the CLI did
+        not keep (it defers one call per turn and drops the others), and a call decided
+        for a session that turned out to have lost it."""
+        dropped = [(op_id, DROPPED) for call, op_id in gate.deferred.items() if call != kept]
+        if lost is not None and lost["status"] in ("proposed", "approved"):
+            dropped.append((lost["id"], LOST))
+        for op_id, why in dropped:
+            with contextlib.suppress(Conflict):  # decided and ended meanwhile
+                await self.ovs.withdraw(op_id, why)
 
     async def _deferred_call(self, run_id: int) -> Any:
         """The session and call the run waits for, as its messages last named them
         (None: resumed since)."""
         return ((await last_mark(self.ovs, run_id, MARK)) or {}).get(MARK)
+
+
+class Quiet:
+    """The prompt of a resumed session: none, so that the CLI goes on with the call it
+    deferred. Its input stays open until the query's result (the hooks are answered on
+    it). A CLI that had no deferred call waits for a prompt: if it neither asks a hook
+    nor says anything within ``seconds``, it is sent ``otherwise``."""
+
+    def __init__(self, otherwise: str, seconds: float) -> None:
+        self.otherwise, self.seconds, self.told = otherwise, seconds, False
+        self.heard, self.ended = asyncio.Event(), asyncio.Event()
+
+    async def heard_hook(self, *_: Any) -> dict:
+        self.heard.set()
+        return {}
+
+    async def __aiter__(self) -> AsyncIterator[dict]:
+        try:
+            await asyncio.wait_for(self.heard.wait(), self.seconds)
+        except TimeoutError:
+            self.told = True
+            message = {"role": "user", "content": self.otherwise}
+            yield {"type": "user", "message": message, "parent_tool_use_id": None}
+        await self.ended.wait()
 
 
 def session_of(deferred: dict) -> str:

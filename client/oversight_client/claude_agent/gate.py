@@ -6,7 +6,8 @@ allows the call with the input the reviewer approved; the tool itself runs insid
 Claude Code CLI (or in the SDK MCP server), and the ``PostToolUse`` hook reports it
 applied. Anything else denies the call, with what the model should read: a rejection
 with the reviewer's reason, an expiry, a cancelled run, a refused proposal, or an
-Oversight out of reach (fail closed: no answer is never a yes).
+Oversight still out of reach when the wait's deadline passed (fail closed: no answer is
+never a yes; until then the gate asks again, as the proposal is idempotent).
 
 Oversight cannot verify what a CLI tool did: an approved call whose intent was already
 recorded (the agent stopped between allowing it and reporting it) is never allowed
@@ -14,8 +15,10 @@ again, and the server alerts a person once its lease has lapsed; a call that fai
 (``PostToolUseFailure``) may have done part of its work, so it is reported uncertain
 and alerted at once."""
 
+import asyncio
 import functools
 import logging
+import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,8 +44,8 @@ from oversight_client.errors import (
 )
 from oversight_client.follower import found_in
 from oversight_client.storable import storable, storable_value
-from oversight_client.told import as_text, edited, in_order, outcome
-from oversight_client.waits import operation_settled
+from oversight_client.told import as_text, edited, in_order, interrupted, outcome
+from oversight_client.waits import MAX_PAUSE, operation_settled
 
 log = logging.getLogger(__name__)
 MARK = "claude_agent_deferred"  # the data key of the run's message naming a deferred call
@@ -50,6 +53,7 @@ WAITING = "The agent's session waits for reviewers to decide on its call."
 OUTPUT_BYTES = 16_000  # a tool's output as reported, at most (as JSON)
 MARGIN = 60  # seconds the waiting hook's CLI timeout allows beyond the wait itself
 UNMAPPED = "This tool is not allowed here: no Oversight action is configured for it."
+UNREACHABLE = "This call was not made: Oversight could not be reached to ask a reviewer."
 MADE_ALREADY = (
     "This call may have been made already, before the agent stopped: it is not made "
     "again, and a person will check what happened."
@@ -81,8 +85,10 @@ class OversightGate:
     """Tool calls of run ``run_id`` under oversight: ``actions`` maps the SDK's tool
     names (``Bash``, ``mcp__<server>__<tool>``…) to Oversight actions; tools named in
     ``unsupervised`` are left to the SDK's own permissions; any other tool is denied.
-    ``timeout`` is how long a call waits for reviewers before it is withdrawn and
-    denied; ``lease_seconds`` must outlast a tool's run."""
+    ``timeout`` is how long a call waits for reviewers (or for Oversight to be in
+    reach) before it is withdrawn and denied; ``lease_seconds`` must outlast a tool's
+    run. ``repeated`` is the operation of a call interrupted when the agent stopped
+    while it ran: the same call made again is denied, saying what came of it."""
 
     def __init__(
         self,
@@ -94,8 +100,10 @@ class OversightGate:
         timeout: float = 900,
         lease_seconds: int = 600,
         executor: str = "claude-agent-sdk",
+        repeated: dict | None = None,
     ) -> None:
         self.ovs, self.run_id, self.actions = ovs, run_id, dict(actions)
+        self.repeated = repeated
         self.unsupervised, self.timeout = frozenset(unsupervised), timeout
         self.lease_seconds, self.executor = lease_seconds, executor
         self._claimed: dict[str, tuple[int, int, dict]] = {}  # call id: op, epoch, proposed
@@ -109,7 +117,7 @@ class OversightGate:
         ``reporting_hooks``. A hook that allows a call skips ``can_use_tool``, and
         it sees every call, those the CLI would allow without asking too."""
         pre = functools.partial(self.pre_tool_use, defer=defer)
-        waits = None if defer else self.timeout + MARGIN  # deferring, the CLI's default
+        waits = self.timeout + MARGIN  # for a reviewer, or (deferring) for Oversight in reach
         matcher = HookMatcher(hooks=[pre], timeout=waits, on_failure="block")
         return {"PreToolUse": [matcher], **self.reporting_hooks()}
 
@@ -165,20 +173,47 @@ class OversightGate:
             return Verdict("pass")
         if action is None:
             return Verdict("deny", reason=UNMAPPED)
+        if self._repeats(action, tool_input):
+            said = interrupted(self.repeated["call_id"], self.repeated)
+            return Verdict("deny", reason=f"This call was not made: it repeats one. {said}")
         try:
-            return await self._decide(tool, action, tool_input, call_id, session)
+            return await self._decide_in_reach(tool, action, tool_input, call_id, session)
         except (OperationEnded, WaitTimedOut) as ended:
             return Verdict("deny", reason=outcome(ended))
         except (InvalidRequest, RunClosed) as refused:
             return Verdict("deny", reason=f"This call was not made: {refused.detail}")
         except Exception as error:
             log.exception("call %s of run %s: Oversight could not decide", call_id, self.run_id)
-            if session is not None and found_in(error, Unreachable) is not None:
-                # The call does not run, and the session waits: the agent's follower
-                # hands the decision back until Oversight is in reach again.
-                return Verdict("defer")
+            if found_in(error, Unreachable) is not None:
+                return Verdict("deny", reason=UNREACHABLE)
             why = f"This call was not made: Oversight could not be asked ({type(error).__name__})."
             return Verdict("deny", reason=why)
+
+    def _repeats(self, action: Action, tool_input: dict) -> bool:
+        made = self.repeated
+        return made is not None and (
+            action.name == made["action"]
+            and tool_input in (made["proposed_arguments"], made["arguments"])
+        )
+
+    async def _decide_in_reach(
+        self, tool: str, action: Action, tool_input: dict, call_id: str, session: str | None
+    ) -> Verdict:
+        """``_decide``, asked again while Oversight is out of reach (the proposal is
+        idempotent by its call id), pausing longer each time, until ``timeout``: the
+        call waits for Oversight as it would for a reviewer, then it is denied."""
+        deadline, pause = time.monotonic() + self.timeout, 0.5
+        while True:
+            try:
+                return await self._decide(tool, action, tool_input, call_id, session)
+            except Exception as error:
+                if found_in(error, Unreachable) is None or time.monotonic() + pause > deadline:
+                    raise
+                log.warning(
+                    "call %s of run %s: Oversight out of reach, asking again", call_id, self.run_id
+                )
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, MAX_PAUSE)
 
     async def _decide(
         self, tool: str, action: Action, tool_input: dict, call_id: str, session: str | None
