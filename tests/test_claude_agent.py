@@ -490,3 +490,35 @@ def test_a_session_with_no_call_to_go_on_with_is_told_so_and_never_hangs(
     assert agent.results[run_id].result.startswith("Read: ")
     withdrawn = Operation.objects.get(call_id="toolu_pay_9")
     assert (withdrawn.status, withdrawn.status_reason) == ("cancelled", LOST)
+
+
+def test_a_resumed_call_that_takes_long_is_no_session_without_a_deferred_call(
+    aovs, run_id, paid, reviewer, tmp_path, model
+):
+    """The CLI says nothing while the deferred call's hook and tool run: its hook being
+    asked is what tells the agent the session went on (not told "not made" past
+    ``quiet_seconds``, which would invite the payment twice), and the next call is
+    deferred in turn."""
+    model.then = [("toolu_pay_2", INV_8)]
+
+    @tool("pay", "Pay a supplier invoice", {"invoice": str, "amount": int})
+    async def slow_pay(args: dict) -> dict:
+        await asyncio.sleep(6)  # a payment system that takes its time
+        paid.append(args)
+        return {"content": [{"type": "text", "text": f"paid {args['invoice']}"}]}
+
+    with FakeAnthropic(model) as api:
+        options = ClaudeAgentOptions(
+            env=cli_env(api, str(tmp_path)),
+            cwd=tmp_path,
+            mcp_servers={"books": create_sdk_mcp_server("books", tools=[slow_pay])},
+            tools=[],
+        )
+        agent = agent_for(aovs, options, tmp_path)
+        agent.quiet_seconds = 3  # past the CLI's start, short of the payment's time
+        assert asyncio.run(agent.run("Pay INV-7 and INV-8", run_id)) is None
+        decide_on(Operation.objects.get(call_id="toolu_pay_1"), reviewer)
+        assert resumed(agent, run_id) is None  # INV-8 waits for reviewers
+    assert paid == [ASKED]
+    assert "was interrupted when the agent stopped" not in str(model.requests)
+    assert Operation.objects.get(call_id="toolu_pay_2").status == "proposed"

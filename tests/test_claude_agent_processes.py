@@ -40,7 +40,8 @@ def test_a_crash_after_the_effect_does_not_repeat_it(
 ):
     """Restarted, the agent tells the model what Oversight knows of the interrupted call
     (the CLI itself says only that it may or may not have completed, "retry if
-    needed"), and a model that makes the same call again is denied, told so again."""
+    needed"), and a model that makes the same call again is denied, told so again, in
+    any later query of the agent too."""
     token = AgentToken.issue(project=project, name="claude-agent", owner=owner)[1]
     model = ScriptedModel("mcp__books__pay", {"invoice": "INV-7", "amount": 45}, "toolu_pay_1")
     ledger = tmp_path / "ledger.txt"
@@ -57,26 +58,33 @@ def test_a_crash_after_the_effect_does_not_repeat_it(
         assert (operation.status, operation.intent["tool_use_id"]) == ("in_flight", "toolu_pay_1")
 
         # The model pays again in the turn the CLI finishes first (which refuses every
-        # call, a prompt being queued), gives up, and pays again in the prompt's turn.
+        # call, a prompt being queued) and gives up; in the prompt's turn it pays
+        # INV-8, which waits for reviewers, and then INV-7 again, in a later query.
         again = {"invoice": "INV-7", "amount": 45}
-        model.then = [("toolu_pay_2", again), None, ("toolu_pay_3", again)]
+        inv_8 = {"invoice": "INV-8", "amount": 120}
+        model.then = [("toolu_pay_2", again), None, ("toolu_pay_8", inv_8), ("toolu_pay_3", again)]
         restarted = agent_process(live_server.url, token, api, tmp_path)
         try:
             told = (
                 "Your tool call toolu_pay_1 was interrupted when the agent stopped. It may "
                 "have been made: a person is reconciling it. Do not retry it."
             )
+            assert said(restarted) == "waiting for reviewers"
+            assert any(told in str(r["messages"][-1]) for r in model.requests)  # the prompt
+            decide_on(Operation.objects.get(call_id="toolu_pay_8"), reviewer)
             assert said(restarted) == (
                 "Done: Read: PreToolUse:mcp__books__pay hook error: This call was not made: "
                 f"it repeats one. {told}"
             )
-            assert told in str(model.requests[-2]["messages"][-1])  # the prompt, read
             assert said(restarted).startswith("The run stays open: ")
             assert restarted.wait(timeout=30) == 0
         finally:
             restarted.kill()
-    assert ledger.read_text() == "INV-7 45\n"  # paid once
-    assert Operation.objects.count() == 1  # never proposed again
+    assert ledger.read_text() == "INV-7 45\nINV-8 120\n"  # INV-7 paid once
+    assert sorted(Operation.objects.values_list("call_id", flat=True)) == [
+        "toolu_pay_1",
+        "toolu_pay_8",
+    ]
     operation.refresh_from_db()
     # Not reported: Oversight cannot tell what a CLI tool did; once the lease lapses,
     # the server alerts a person to check.

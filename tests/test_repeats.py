@@ -49,12 +49,18 @@ def test_a_call_a_reviewer_edited_is_found_by_what_the_agent_first_proposed(
     ]
 
 
-def test_an_operation_proposed_before_the_hash_was_kept_is_found_too(propose):
+def test_operations_proposed_before_the_hash_was_kept_are_found_by_their_arguments(propose):
+    """Migration 0042 left "" in the column: "" is no hash, and two such operations
+    with different arguments are not the same call (nor blocks one the other's
+    requeue)."""
     first = propose("pay-1", arguments=PAY)
-    Operation.objects.filter(pk=first.pk).update(proposed_hash="")  # as migration 0042 left it
-    first.refresh_from_db()
+    other = propose("pay-other", arguments={**PAY, "amount": "5.00"})
     again = propose("pay-2", arguments=PAY)
+    Operation.objects.update(proposed_hash="")
+    for operation in (first, other, again):
+        operation.refresh_from_db()
     assert [before.pk for before, _ in made_before(again)] == [first.pk]
+    assert [before.pk for before, _ in made_before(other)] == []
     assert [before.pk for before, _ in made_before(first)] == []
 
 

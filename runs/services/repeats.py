@@ -30,9 +30,10 @@ ENDED_WITHOUT = "it ended without its effect"
 
 def same_calls(operation: Operation) -> QuerySet[Operation]:
     """The other operations of ``operation``'s run that make the same call."""
-    same = {operation.arguments_hash, operation.proposed_hash}
-    if not operation.proposed_hash:  # proposed before the column was
-        same.add(json_hash(operation.proposed_arguments))
+    # "" is no hash: an operation proposed before the column was is hashed here, and
+    # the others of its kind are found by their approved arguments only.
+    proposed = operation.proposed_hash or json_hash(operation.proposed_arguments)
+    same = {operation.arguments_hash, proposed}
     return (
         Operation.objects.filter(run_id=operation.run_id, action=operation.action)
         .filter(Q(arguments_hash__in=same) | Q(proposed_hash__in=same))

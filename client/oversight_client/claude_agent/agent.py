@@ -10,12 +10,13 @@ take the prompt as a new turn as soon as the model's next call is deferred, and 
 that call: "[Tool result missing due to internal error]".) A session whose agent was
 killed while a call ran goes on with that turn, and the CLI tells the model the call
 may or may not have completed: a model that makes it again is told what Oversight
-knows of it instead (made, with its output; or being reconciled by a person), and
-never allowed it twice."""
+knows of it instead (made, with its output; or being reconciled by a person), and the
+gate denies it the same call made again (in this agent's process; reviewers see the
+same call made earlier on every operation's page)."""
 
 import asyncio
-import contextlib
 import dataclasses
+import logging
 import uuid
 from collections.abc import AsyncIterator, Collection, Mapping
 from typing import Any
@@ -31,15 +32,16 @@ from claude_agent_sdk import (
 from oversight_client.aio import AsyncOversight
 from oversight_client.claude_agent.gate import MARK, WAITING, Action, OversightGate
 from oversight_client.cursor import FileCursor
-from oversight_client.errors import Conflict
+from oversight_client.errors import Conflict, OversightError
 from oversight_client.resuming import RunResumer, last_mark
 from oversight_client.storable import storable
-from oversight_client.told import interrupted
+from oversight_client.told import NOT_MADE, interrupted
 
 ENDED = "The agent's session ended."
 DROPPED = "The CLI dropped this call (it defers one per turn): the model may ask again."
 LOST = "The agent stopped before its session could make this call: it was not made."
 UNSTARTED = ("proposed", "approved", "rejected", "expired", "cancelled")  # no claim made
+log = logging.getLogger(__name__)
 
 
 class OversightAgent(RunResumer):
@@ -63,6 +65,9 @@ class OversightAgent(RunResumer):
     ) -> None:
         super().__init__(ovs, cursor)
         self.actions, self.options, self.unsupervised = dict(actions), options, unsupervised
+        # By run, the call interrupted while it ran (the agent stopped) that may have
+        # been made: the gate denies the same call made again, in every later query.
+        self.interrupted: dict[int, dict] = {}
 
     async def run(self, prompt: str, run_id: int) -> ResultMessage | None:
         """Run the query; its result, or None while a call waits for reviewers."""
@@ -118,7 +123,9 @@ class OversightAgent(RunResumer):
         session, told = session_of(deferred), interrupted(deferred["call"], operation)
         if operation is not None and operation["status"] in UNSTARTED:
             return await self._query(run_id, session, None, told, lost=operation)
-        return await self._query(run_id, session, told, repeated=operation)
+        if operation is not None and operation["status"] not in NOT_MADE:
+            self.interrupted[run_id] = operation  # may have been made: never again
+        return await self._query(run_id, session, told)
 
     async def _query(
         self,
@@ -128,20 +135,23 @@ class OversightAgent(RunResumer):
         otherwise: str = "",
         *,
         lost: dict | None = None,
-        repeated: dict | None = None,
     ) -> ResultMessage | None:
         """Run or resume (``session``) a query. With no ``prompt``, a CLI that turns out
         to have nothing to go on with is told ``otherwise``, and ``lost`` (its call's
-        operation) is withdrawn if it waits; the gate denies a call that ``repeated``
-        one made already."""
+        operation) is withdrawn if it waits."""
         gate = OversightGate(
-            self.ovs, run_id, self.actions, unsupervised=self.unsupervised, repeated=repeated
+            self.ovs,
+            run_id,
+            self.actions,
+            unsupervised=self.unsupervised,
+            repeated=self.interrupted.get(run_id),
         )
         quiet = Quiet(otherwise, self.quiet_seconds)
         hooks = {**(self.options.hooks or {})}
         heard = {"PreToolUse": [HookMatcher(hooks=[quiet.heard_hook])]}
-        for event, matchers in (heard | gate.hooks(defer=True)).items():
-            hooks[event] = [*hooks.get(event, []), *matchers]
+        for added in (heard, gate.hooks(defer=True)):
+            for event, matchers in added.items():
+                hooks[event] = [*hooks.get(event, []), *matchers]
         options = dataclasses.replace(self.options, hooks=hooks, resume=session)
         result: Any = None
         try:
@@ -172,8 +182,12 @@ class OversightAgent(RunResumer):
         if lost is not None and lost["status"] in ("proposed", "approved"):
             dropped.append((lost["id"], LOST))
         for op_id, why in dropped:
-            with contextlib.suppress(Conflict):  # decided and ended meanwhile
+            try:
                 await self.ovs.withdraw(op_id, why)
+            except Conflict:  # decided and ended meanwhile
+                pass
+            except OversightError as error:  # reviewers see it was not made once it expires
+                log.warning("operation %s could not be withdrawn: %s", op_id, error)
 
     async def _deferred_call(self, run_id: int) -> Any:
         """The session and call the run waits for, as its messages last named them
