@@ -91,9 +91,12 @@ def payments(ledger: Path) -> list[str]:
     return [line.partition(" ")[2] for line in lines]
 
 
-def paying_workflow(tool: SupervisedTool, calls=(PAY,)) -> Workflow:
-    """An agent with the paying tool, as a workflow of its own."""
-    agent = Agent(client=ScriptedChat(list(calls)), tools=[tool], name="payer")
+def paying_workflow(
+    tool: SupervisedTool, calls=(PAY,), chat: ScriptedChat | None = None
+) -> Workflow:
+    """An agent with the paying tool (its model ``chat``, by default one making
+    ``calls``), as a workflow of its own."""
+    agent = Agent(client=chat or ScriptedChat(list(calls)), tools=[tool], name="payer")
     return WorkflowBuilder(start_executor=agent, name="payments").build()
 
 

@@ -5,7 +5,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from oversight_client.aio import AsyncOversight
-from oversight_client.errors import InvalidRequest, OperationEnded, RunClosed, WaitTimedOut
+from oversight_client.errors import (
+    InvalidRequest,
+    NotProposed,
+    OperationEnded,
+    RunClosed,
+    WaitTimedOut,
+)
 from oversight_client.told import as_text, edited, in_order, outcome
 
 
@@ -20,7 +26,7 @@ async def answer_of(
     it: the output as JSON, naming a reviewer's edit, or why it was not made."""
     try:
         output = await engine(run_id, call_id, **arguments)
-    except (OperationEnded, WaitTimedOut) as ended:
+    except (OperationEnded, WaitTimedOut, NotProposed) as ended:
         return outcome(ended)
     except (InvalidRequest, RunClosed) as refused:
         return f"This call was not made: {refused.detail}"

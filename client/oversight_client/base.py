@@ -60,6 +60,11 @@ class Client:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._core.endpoint.api!r})"
 
+    @property
+    def wait_timeout(self) -> float | None:
+        """How long a call waits for a person, or for Oversight out of reach (seconds)."""
+        return self._core.wait_timeout
+
     def _connect(self, context: ssl.SSLContext | None, max_waits: int | None) -> Any:
         """The transport this client's driver sends requests with."""
         raise NotImplementedError

@@ -6,16 +6,17 @@ it. Pass your own (say, derived from your framework's thread and step) to make a
 safe to repeat after your process restarts."""
 
 import base64
+import functools
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from oversight_client.calls import Endpoint
-from oversight_client.errors import StaleState
+from oversight_client.errors import StaleState, Unreachable
 from oversight_client.follower import Follower, events_page, follow_feed, poll_page
 from oversight_client.steps import Sleep, Steps
-from oversight_client.waits import OPERATIONS, REQUESTS
+from oversight_client.waits import OPERATIONS, REQUESTS, in_reach
 
 STALE_ATTEMPTS = 10  # proposals on "the run as it is" while workers keep moving it
 RequestKind = Literal["question", "sign_off", "choice", "data"]
@@ -49,6 +50,9 @@ class Core:
 
     def __init__(self, endpoint: Endpoint, wait_timeout: float | None) -> None:
         self.endpoint, self.wait_timeout = endpoint, wait_timeout
+        # A proposal gave up waiting for Oversight, and none got through since: the
+        # next ones do not wait again (one outage costs an agent one wait, not one each).
+        self.gave_up = False
         self.call = endpoint.call
 
     # --- sessions and runs -------------------------------------------------------------
@@ -148,10 +152,18 @@ class Core:
         summary: str = "",
         rationale: str = "",
         idempotency_key: str | None = None,
+        patience: float | None = 0,
     ) -> Steps[dict]:
         """Propose an operation; ``summary`` (one line) and ``rationale`` (why) are shown
         to the reviewer. Idempotent on ``call_id``: proposing it again with the same
         arguments returns the existing operation, whatever happened since.
+
+        ``patience`` is how long the proposal waits for an Oversight out of reach beyond
+        the client's ``retries``: proposed again, pausing longer each time, until that
+        many seconds have passed (None: as long as it takes), then ``Unreachable``; once
+        one proposal gave up, the next ones do not wait until one gets through. The
+        framework adapters propose with the client's ``wait_timeout``: a tool call waits
+        for Oversight as it waits for a person, and never ends the agent's process.
 
         ``base_version`` is the run version your decision was based on; if the run has
         moved on since, ``StaleState`` is raised so that you can read it and decide again.
@@ -169,6 +181,18 @@ class Core:
             summary=summary or None,
             rationale=rationale or None,
         )
+        proposing = functools.partial(self._propose, run_id, body, base_version, idempotency_key)
+        try:
+            operation = yield from in_reach(proposing, 0 if self.gave_up else patience)
+        except Unreachable:
+            self.gave_up = True
+            raise
+        self.gave_up = False
+        return operation
+
+    def _propose(
+        self, run_id: int, body: dict, base_version: int | None, idempotency_key: str | None
+    ) -> Steps[dict]:
         path = f"/runs/{run_id}/operations"
         for attempt in range(1, STALE_ATTEMPTS + 1):
             body["base_version"] = (

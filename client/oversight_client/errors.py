@@ -32,6 +32,12 @@ class Unreachable(OversightError):
     """Every attempt failed on the way (connection, timeout, 429, 502/503/504)."""
 
 
+class NotProposed(Unreachable):
+    """A supervised call given up: Oversight stayed out of reach while it was being
+    proposed, until the client's ``wait_timeout`` passed. It was not made; a proposal
+    that reached Oversight all the same is never made by the agent, and expires."""
+
+
 class InvalidResponse(OversightError):
     """The server answered something that is not the API's JSON: a garbled body, or not
     Oversight at that address (a proxy's or a login page). ``detail`` quotes it."""

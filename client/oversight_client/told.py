@@ -8,6 +8,7 @@ from oversight_client.errors import (
     ENDED,
     Cancelled,
     Expired,
+    NotProposed,
     PreconditionFailed,
     Rejected,
     VerificationFailed,
@@ -42,8 +43,13 @@ def not_proposed(arguments: str) -> str:
     return "This call was not made: it is not a tool whose calls Oversight's reviewers decide."
 
 
+UNREACHABLE = "This call was not made: Oversight could not be reached to ask a reviewer."
+
+
 def outcome(ended: Exception) -> str:
     """What the model reads when its call ended without the effect."""
+    if isinstance(ended, NotProposed):
+        return UNREACHABLE
     if isinstance(ended, Rejected):
         said = f"A reviewer rejected this call: {ended.reason or 'no reason given'}"
         return f"{said}. They suggest: {ended.reply}" if ended.reply else said

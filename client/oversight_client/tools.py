@@ -22,6 +22,7 @@ from oversight_client.core import Core
 from oversight_client.errors import (
     Conflict,
     Failed,
+    NotProposed,
     OversightError,
     StaleState,
     Unreachable,
@@ -74,9 +75,15 @@ def supervised(
     call_id: str,
     arguments: dict,
 ) -> Steps[Any]:
-    """One call of a supervised tool; returns the committed operation's output."""
+    """One call of a supervised tool; returns the committed operation's output. Oversight
+    out of reach while it is proposed is waited for, until the client's ``wait_timeout``
+    (then ``NotProposed``)."""
     try:
-        proposed = yield from core.propose(run_id, call_id, arguments=arguments, **options.proposal)
+        proposed = yield from core.propose(
+            run_id, call_id, arguments=arguments, patience=core.wait_timeout, **options.proposal
+        )
+    except Unreachable as away:
+        raise NotProposed(None, "unreachable", away.detail) from away
     except (Exception, GeneratorExit):
         raise
     except BaseException as interrupted:  # cancelled, or Ctrl-C, on the way

@@ -29,9 +29,26 @@ from oversight_client.errors import (
 from oversight_client.steps import Sleep, Steps
 
 MAX_PAUSE = 30  # seconds between polls while the server is out of reach, at most
+FIRST_PAUSE = 0.5  # seconds before asking again, doubled each time up to MAX_PAUSE
 # Ways out of a wait that need no withdrawal: it ended, it was withdrawn, or the
 # generator is being closed (and can no longer send anything).
 SETTLED = (OperationEnded, WaitTimedOut, GeneratorExit)
+
+
+def in_reach[T](make: Callable[[], Steps[T]], patience: float | None) -> Steps[T]:
+    """``make()``'s steps, made again from the start while Oversight is out of reach
+    (the request must be idempotent), pausing longer each time, until ``patience``
+    seconds have passed (None: as long as it takes); then ``Unreachable``."""
+    deadline = math.inf if patience is None else time.monotonic() + patience
+    pause = FIRST_PAUSE
+    while True:
+        try:
+            return (yield from make())
+        except Unreachable:
+            if time.monotonic() + pause > deadline:
+                raise
+        yield Sleep(pause)
+        pause = min(pause * 2, MAX_PAUSE)
 
 
 def operation_settled(operation: dict) -> bool:

@@ -21,6 +21,7 @@ from agent_framework import (
 
 from oversight_client.aio import AsyncOversight
 from oversight_client.errors import OversightError
+from oversight_client.reach import patiently
 
 MARK = "agent_framework_checkpoint"  # the data key of a message naming a checkpoint
 FORGET = "agent_framework_checkpoint_deleted"  # the data key of a message deleting one
@@ -47,21 +48,25 @@ class OversightCheckpointStorage:
 
     async def save(self, checkpoint: WorkflowCheckpoint) -> CheckpointID:
         content = await self._encode(checkpoint)
-        name = f"agent-framework-checkpoint-{checkpoint.checkpoint_id}.json"
         try:
-            stored = await self.ovs.upload_artifact(self.run_id, name, content, "application/json")
-            named = {
-                "id": checkpoint.checkpoint_id,
-                "workflow": checkpoint.workflow_name,
-                "sha256": stored["sha256"],
-            }
-            text = f"The workflow {checkpoint.workflow_name} saved a checkpoint."
-            await self.ovs.message(self.run_id, text, data={MARK: named})
+            # Oversight away is waited for, as long as a call waits for a person.
+            await patiently(lambda: self._store(checkpoint, content), self.ovs.wait_timeout)
         except OversightError as refused:
             self.refused = refused
             raise
         self.refused = None  # a later save stands for the workflow's state: the last counts
         return checkpoint.checkpoint_id
+
+    async def _store(self, checkpoint: WorkflowCheckpoint, content: bytes) -> None:
+        name = f"agent-framework-checkpoint-{checkpoint.checkpoint_id}.json"
+        stored = await self.ovs.upload_artifact(self.run_id, name, content, "application/json")
+        named = {
+            "id": checkpoint.checkpoint_id,
+            "workflow": checkpoint.workflow_name,
+            "sha256": stored["sha256"],
+        }
+        text = f"The workflow {checkpoint.workflow_name} saved a checkpoint."
+        await self.ovs.message(self.run_id, text, data={MARK: named})
 
     async def load(self, checkpoint_id: CheckpointID) -> WorkflowCheckpoint:
         named = (await self._named()).get(checkpoint_id)

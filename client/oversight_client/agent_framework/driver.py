@@ -8,6 +8,7 @@ Following the token's feed, the driver resumes the workflow from its last checkp
 with the responses that are ready: ``run(checkpoint_id=…, responses={request_id: …})``."""
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +29,7 @@ from oversight_client.cursor import FileCursor
 from oversight_client.errors import InvalidRequest, OversightError, RunClosed, Unreachable
 from oversight_client.follower import Follower, cancels, decides
 from oversight_client.in_run import in_run
+from oversight_client.reach import patiently
 from oversight_client.storable import storable
 
 log = logging.getLogger(__name__)
@@ -157,10 +159,11 @@ class WorkflowDriver:
             refused = f"{type(storage.refused).__name__}: {storage.refused.detail}"
             await self._fail(run_id, f"The workflow's checkpoint could not be stored ({refused}).")
             return None
-        latest = await storage.latest()
+        # Oversight away is waited for: what the workflow waits for is put to reviewers.
+        latest = await patiently(storage.latest, self.ovs.wait_timeout)
         if latest is None or not latest.pending_request_info_events:
             self.outputs[run_id] = result.get_outputs()
-        elif await self._ask(run_id, latest):
+        elif await patiently(functools.partial(self._ask, run_id, latest), self.ovs.wait_timeout):
             await self._resume(run_id)
         return self.outputs.get(run_id)
 
@@ -194,10 +197,14 @@ class WorkflowDriver:
             proposal = self.proposals[call.name]
             try:
                 operation = await self.ovs.propose(
-                    run_id, call.call_id, arguments=arguments, **proposal
+                    run_id,
+                    call.call_id,
+                    arguments=arguments,
+                    patience=self.ovs.wait_timeout,
+                    **proposal,
                 )
-            except (InvalidRequest, RunClosed):
-                return True
+            except (InvalidRequest, RunClosed, Unreachable):
+                return True  # refused, the run is over, or given up: the body says which
         return operation["status"] != "proposed"
 
     async def _request(self, run_id: int, event: WorkflowEvent) -> dict | None:

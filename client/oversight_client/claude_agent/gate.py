@@ -15,7 +15,6 @@ again, and the server alerts a person once its lease has lapsed; a call that fai
 (``PostToolUseFailure``) may have done part of its work, so it is reported uncertain
 and alerted at once."""
 
-import asyncio
 import functools
 import logging
 import time
@@ -43,9 +42,10 @@ from oversight_client.errors import (
     WaitTimedOut,
 )
 from oversight_client.follower import found_in
+from oversight_client.reach import patiently
 from oversight_client.storable import storable, storable_value
-from oversight_client.told import as_text, edited, in_order, interrupted, outcome
-from oversight_client.waits import MAX_PAUSE, operation_settled
+from oversight_client.told import UNREACHABLE, as_text, edited, in_order, interrupted, outcome
+from oversight_client.waits import operation_settled
 
 log = logging.getLogger(__name__)
 MARK = "claude_agent_deferred"  # the data key of the run's message naming a deferred call
@@ -53,7 +53,6 @@ WAITING = "The agent's session waits for reviewers to decide on its call."
 OUTPUT_BYTES = 16_000  # a tool's output as reported, at most (as JSON)
 MARGIN = 60  # seconds the waiting hook's CLI timeout allows beyond the wait itself
 UNMAPPED = "This tool is not allowed here: no Oversight action is configured for it."
-UNREACHABLE = "This call was not made: Oversight could not be reached to ask a reviewer."
 MADE_ALREADY = (
     "This call may have been made already, before the agent stopped: it is not made "
     "again, and a person will check what happened."
@@ -177,7 +176,8 @@ class OversightGate:
             said = interrupted(self.repeated["call_id"], self.repeated)
             return Verdict("deny", reason=f"This call was not made: it repeats one. {said}")
         try:
-            return await self._decide_in_reach(tool, action, tool_input, call_id, session)
+            deadline = time.monotonic() + self.timeout
+            return await self._decide(tool, action, tool_input, call_id, session, deadline)
         except (OperationEnded, WaitTimedOut) as ended:
             return Verdict("deny", reason=outcome(ended))
         except (InvalidRequest, RunClosed) as refused:
@@ -196,33 +196,25 @@ class OversightGate:
             and tool_input in (made["proposed_arguments"], made["arguments"])
         )
 
-    async def _decide_in_reach(
-        self, tool: str, action: Action, tool_input: dict, call_id: str, session: str | None
-    ) -> Verdict:
-        """``_decide``, asked again while Oversight is out of reach (the proposal is
-        idempotent by its call id), pausing longer each time, until ``timeout``: the
-        call waits for Oversight as it would for a reviewer, then it is denied."""
-        deadline, pause = time.monotonic() + self.timeout, 0.5
-        while True:
-            try:
-                return await self._decide(tool, action, tool_input, call_id, session)
-            except Exception as error:
-                if found_in(error, Unreachable) is None or time.monotonic() + pause > deadline:
-                    raise
-                log.warning(
-                    "call %s of run %s: Oversight out of reach, asking again", call_id, self.run_id
-                )
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, MAX_PAUSE)
-
     async def _decide(
-        self, tool: str, action: Action, tool_input: dict, call_id: str, session: str | None
+        self,
+        tool: str,
+        action: Action,
+        tool_input: dict,
+        call_id: str,
+        session: str | None,
+        deadline: float,
     ) -> Verdict:
+        """Propose the call and decide on it, all before ``deadline``: Oversight out of
+        reach is waited for while the session is named and the call proposed (both may
+        be sent again), then the wait for reviewers has what time is left."""
         if session is not None:
             # Named before it is proposed: an agent stopped in between finds the
             # session to resume (``OversightAgent.recover``), whose hook proposes again.
-            await self._name(session, call_id)
-        operation = await self.ovs.propose(
+            naming = functools.partial(self._name, session, call_id)
+            await patiently(naming, left(deadline))
+        proposing = functools.partial(
+            self.ovs.propose,
             self.run_id,
             call_id,
             action.name,
@@ -231,8 +223,9 @@ class OversightGate:
             risk=action.risk,
             summary=(action.summary or f"{tool} call")[:300],
         )
+        operation = await patiently(proposing, left(deadline))
         try:
-            return await self._decided(tool, operation, tool_input, call_id, session)
+            return await self._decided(tool, operation, tool_input, call_id, session, deadline)
         except Exception:
             waiting = operation["status"] == "proposed" and call_id not in self._claimed
             if session is None and waiting:  # nobody will make it: not for reviewers
@@ -252,13 +245,19 @@ class OversightGate:
             log.warning("proposal %s could not be withdrawn: %s", op_id, error)
 
     async def _decided(
-        self, tool: str, operation: dict, tool_input: dict, call_id: str, session: str | None
+        self,
+        tool: str,
+        operation: dict,
+        tool_input: dict,
+        call_id: str,
+        session: str | None,
+        deadline: float,
     ) -> Verdict:
         if not operation_settled(operation):  # raises if it ended without the effect
             if session is not None:
                 self.deferred[call_id] = operation["id"]
                 return Verdict("defer")
-            operation = await self.ovs.wait(operation["id"], timeout=self.timeout)
+            operation = await self.ovs.wait(operation["id"], timeout=left(deadline))
         if operation["status"] == "committed":  # by Oversight, or before the agent stopped
             made = f"This call was made already: {as_text(operation['output'])}"
             return Verdict("deny", reason=made)
@@ -307,3 +306,8 @@ class OversightGate:
             except OversightError as failed:  # the lease lapses: a person is alerted
                 log.warning("call %s: its failure could not be reported: %s", op_id, failed)
         return {}
+
+
+def left(deadline: float) -> float:
+    """The seconds until ``deadline`` (monotonic), never less than none."""
+    return max(0.0, deadline - time.monotonic())

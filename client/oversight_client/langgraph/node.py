@@ -10,7 +10,7 @@ from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from oversight_client.errors import InvalidRequest, OperationEnded, RunClosed
+from oversight_client.errors import InvalidRequest, OperationEnded, RunClosed, Unreachable
 from oversight_client.langgraph.threads import run_for_thread, thread_of
 from oversight_client.langgraph.tools import SupervisedTool
 from oversight_client.waits import operation_settled
@@ -68,13 +68,16 @@ class OversightToolNode(ToolNode):
         if not proposals:
             return None
         thread = thread_of(config)
-        run_id = run_for_thread(proposals[0][0].ovs, thread)
+        try:
+            run_id = run_for_thread(proposals[0][0].ovs, thread)
+        except Unreachable:
+            return None  # each tool answers the model that Oversight was out of reach
         pending = []
         for tool, call_id, arguments in proposals:
             try:
                 operation = tool.propose(run_id, call_id, arguments)
-            except (InvalidRequest, RunClosed):
-                continue  # refused, or the run is over: the tool answers the model why
+            except (InvalidRequest, RunClosed, Unreachable):
+                continue  # refused, the run is over, or given up: the tool says which
             if undecided(operation):
                 pending.append(operation["id"])
         if not pending:

@@ -13,13 +13,15 @@ from pydantic import ValidationError, create_model
 
 from oversight_client.errors import (
     InvalidRequest,
+    NotProposed,
     OperationEnded,
     RunClosed,
+    Unreachable,
     WaitTimedOut,
 )
 from oversight_client.langgraph.threads import run_for_thread, thread_of
 from oversight_client.sync import Oversight
-from oversight_client.told import edited, in_order, outcome
+from oversight_client.told import UNREACHABLE, edited, in_order, outcome
 from oversight_client.tool_options import taking_options
 
 CALL_ID = "oversight_call_id"  # the injected field: never in the model's schema
@@ -41,8 +43,12 @@ class SupervisedTool(StructuredTool):
         return {name: getattr(parsed, name) for name in type(parsed).model_fields if name in args}
 
     def propose(self, run_id: int, call_id: str, arguments: dict) -> dict:
-        """Propose the call (idempotent on ``call_id``) and return the operation."""
-        return self.ovs.propose(run_id, call_id, arguments=arguments, **self.proposal)
+        """Propose the call (idempotent on ``call_id``) and return the operation; waits
+        for Oversight out of reach as the call waits for a person."""
+        patience = self.ovs.wait_timeout
+        return self.ovs.propose(
+            run_id, call_id, arguments=arguments, patience=patience, **self.proposal
+        )
 
 
 @taking_options
@@ -70,10 +76,13 @@ def supervised_tool(
 
         def call(config: RunnableConfig, **arguments: Any) -> Any:
             call_id = arguments.pop(CALL_ID)
-            run_id = run_for_thread(ovs, thread_of(config))
+            try:
+                run_id = run_for_thread(ovs, thread_of(config))
+            except Unreachable as away:  # nothing proposed: the thread's run is not known
+                raise ToolException(UNREACHABLE) from away
             try:
                 output = engine(run_id, call_id, **arguments)
-            except (OperationEnded, WaitTimedOut) as ended:
+            except (OperationEnded, WaitTimedOut, NotProposed) as ended:
                 raise ToolException(outcome(ended)) from ended
             except InvalidRequest as refused:  # arguments the action itself refuses
                 raise ToolException(f"Oversight refused this call: {refused.detail}") from refused

@@ -7,6 +7,7 @@ Once reviewers decided every call it waits for, the state is resumed: approved c
 run (once, with the approved arguments), the others are rejected with what ended them,
 a reviewer's reason included, for the model to read."""
 
+import functools
 import logging
 from typing import Any
 
@@ -16,6 +17,7 @@ from oversight_client.aio import AsyncOversight
 from oversight_client.cursor import FileCursor
 from oversight_client.errors import ENDED, OversightError
 from oversight_client.in_run import in_run
+from oversight_client.reach import patiently
 from oversight_client.resuming import RunResumer, last_mark
 from oversight_client.storable import storable
 from oversight_client.told import as_text, not_proposed, outcome
@@ -131,10 +133,10 @@ class OversightRunner(RunResumer):
                 if await self.ovs.find_operation(run_id=run_id, call_id=call_id) is None:
                     unasked.append(item)
             if not unasked:
+                # Oversight away is waited for: the paused state lives only here until then.
                 content = state.to_string().encode()
-                stored = await self.ovs.upload_artifact(run_id, STATE, content, "application/json")
-                text = "The agent's run waits for reviewers; its state is stored with the run."
-                await self.ovs.message(run_id, text, data={MARK: stored["sha256"]})
+                storing = functools.partial(self._store, run_id, content)
+                await patiently(storing, self.ovs.wait_timeout)
                 return None
             for item in unasked:
                 await self._reject(state, item, not_proposed(item.raw_item.arguments), mirror)
@@ -143,6 +145,11 @@ class OversightRunner(RunResumer):
         final = storable(as_text(result.final_output))
         await self.ovs.message(run_id, "The agent's run ended.", data={MARK: None, FINAL: final})
         return result
+
+    async def _store(self, run_id: int, content: bytes) -> None:
+        stored = await self.ovs.upload_artifact(run_id, STATE, content, "application/json")
+        text = "The agent's run waits for reviewers; its state is stored with the run."
+        await self.ovs.message(run_id, text, data={MARK: stored["sha256"]})
 
     @staticmethod
     async def _reject(state: RunState, item: Any, told: str, mirror: RunMirror) -> None:

@@ -14,7 +14,7 @@ from agents.tool_context import ToolContext
 
 from oversight_client.aio import AsyncOversight
 from oversight_client.answers import answer_of
-from oversight_client.errors import InvalidRequest, RunClosed
+from oversight_client.errors import InvalidRequest, RunClosed, Unreachable
 from oversight_client.in_run import current_run
 from oversight_client.tool_options import taking_options
 
@@ -39,15 +39,15 @@ def supervised_function_tool(
 
     def decorate(fn: Callable[..., Any]) -> FunctionTool:
         engine = supervise(fn)
-        proposal = engine.options.proposal
+        proposal, patience = engine.options.proposal, ovs.wait_timeout
 
         async def needs_approval(ctx: RunContextWrapper, arguments: dict, call_id: str) -> bool:
             try:
                 operation = await ovs.propose(
-                    current_run(), call_id, arguments=arguments, **proposal
+                    current_run(), call_id, arguments=arguments, patience=patience, **proposal
                 )
-            except (InvalidRequest, RunClosed):
-                return False  # the body answers the model why
+            except (InvalidRequest, RunClosed, Unreachable):
+                return False  # refused, the run is over, or given up: the body says which
             return operation["status"] == "proposed"
 
         # Annotated ToolContext: the SDK passes the call's id only to a body that asks.

@@ -1,0 +1,186 @@
+"""Agents that keep going when Oversight is out of reach as a tool is called (#38, item
+4): LangGraph, the OpenAI Agents SDK and the Agent Framework, each talking to the live
+server through a relay the test cuts (tests/outage.py) just as the model makes its call.
+A short outage is waited for: the call is proposed once, waits for a reviewer and is
+made once. One that outlasts the client's ``wait_timeout`` ends the wait: the model
+reads that the call was not made, and the agent goes on; nothing was proposed, nothing
+made. Either way the agent's process carries on (before, ``Unreachable`` ended it).
+The Agent Framework stores a checkpoint before it proposes: that too waits, and only a
+checkpoint it could not store ends the workflow, for its caller to start again."""
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+from agents import Agent, set_tracing_disabled
+from agents.testing import ScriptedModel, assistant_message, function_call
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import tools_condition
+
+from oversight_client import AsyncOversight, Oversight, Unreachable
+from oversight_client.agent_framework import WorkflowDriver
+from oversight_client.langgraph import OversightToolNode, Resumer, run_for_thread
+from oversight_client.openai_agents import OversightRunner
+from oversight_client.told import UNREACHABLE
+from runs.models import Operation
+from tests.agent_framework_helpers import PAY, ScriptedChat, paying_tool, paying_workflow, payments
+from tests.helpers import decide_on
+from tests.outage import Outage
+from tests.test_langgraph_node import paid, payment_tool
+from tests.test_openai_agents import payer
+
+pytest_plugins = ["tests.client_helpers"]
+pytestmark = pytest.mark.timeout(120)
+set_tracing_disabled(True)
+
+SHORT = 3  # seconds Oversight is away in a short outage
+QUICK = {"retries": 1, "backoff": 0.05, "timeout": 5}
+
+
+def outage_on_call(outage: Outage, short: bool) -> Callable[[int], None]:
+    """What the model does to Oversight each time it is asked (``turn`` 0, 1…): its
+    first answer, the call, comes with an outage; a long one ends once the model has
+    read the tool's answer (so that the agent's last words reach the run)."""
+
+    def model_asked(turn: int) -> None:
+        if turn == 0:
+            outage.cut_for(SHORT) if short else outage.cut()
+        else:
+            outage.restore()
+
+    return model_asked
+
+
+def assert_made_once_after_a_review(call_id: str) -> Operation:
+    operation = Operation.objects.get(call_id=call_id)
+    assert operation.status == "committed"
+    assert operation.checkpoints.filter(event="operation.proposed").count() == 1
+    return operation
+
+
+# --- LangGraph -------------------------------------------------------------------------
+
+
+def langgraph_agent(ovs: Oversight, ledger, model_asked: Callable[[int], None]) -> Resumer:
+    turns = []
+
+    def agent(state: MessagesState) -> dict:
+        model_asked(len(turns))
+        turns.append(1)
+        answers = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+        if not answers:
+            call = {
+                "name": "pay_invoice",
+                "args": {"invoice": "INV-7", "amount": 45},
+                "id": "pay-1",
+            }
+            return {"messages": [AIMessage("", tool_calls=[call])]}
+        return {"messages": [AIMessage(" | ".join(f"{m.status}: {m.content}" for m in answers))]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", OversightToolNode([payment_tool(ovs, ledger)]))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition)
+    graph.add_edge("tools", "agent")
+    return Resumer(graph.compile(checkpointer=InMemorySaver()), ovs)
+
+
+@pytest.mark.parametrize("short", [True, False], ids=["short", "long"])
+def test_langgraph(live_server, client_token, reviewer, tmp_path, short):
+    ledger = tmp_path / "ledger"
+    with Outage(live_server.url) as outage:
+        ovs = Oversight(outage.url, client_token, **QUICK, wait_timeout=30 if short else 3)
+        run_for_thread(ovs, "t-away")  # the thread's run is open before the outage
+        resumer = langgraph_agent(ovs, ledger, outage_on_call(outage, short))
+        resumer.start({"messages": [HumanMessage("Pay INV-7")]}, "t-away")
+        last = resumer.graph.get_state({"configurable": {"thread_id": "t-away"}}).values
+        if not short:
+            assert last["messages"][-1].content == f"error: {UNREACHABLE}"
+            assert not Operation.objects.exists() and paid(ledger) == []
+            return
+        decide_on(Operation.objects.get(call_id="pay-1", status="proposed"), reviewer)
+        assert resumer.poll(wait=5) == 1
+    assert paid(ledger) == ["INV-7 45"]
+    assert_made_once_after_a_review("pay-1")
+
+
+# --- the OpenAI Agents SDK -------------------------------------------------------------
+
+
+class Asking(ScriptedModel):
+    """The SDK's scripted model, telling ``model_asked`` each time it is asked."""
+
+    def __init__(self, steps: list, model_asked: Callable[[int], None]) -> None:
+        super().__init__(steps)
+        self.model_asked = model_asked
+
+    async def get_response(self, *args, **kwargs):
+        self.model_asked(len(self.calls))
+        return await super().get_response(*args, **kwargs)
+
+
+@pytest.mark.parametrize("short", [True, False], ids=["short", "long"])
+def test_openai_agents(live_server, client_token, run_id, reviewer, short):
+    ledger = []
+    with Outage(live_server.url) as outage:
+        away = AsyncOversight(outage.url, client_token, **QUICK, wait_timeout=30 if short else 3)
+        agent = payer(away, ledger)
+        call = function_call("pay_invoice", {"invoice": "INV-7", "amount": 45}, call_id="pay-1")
+        steps = [[call], [assistant_message("Reported.")]]
+        agent = Agent(
+            name="payer", model=Asking(steps, outage_on_call(outage, short)), tools=agent.tools
+        )
+        runner = OversightRunner(agent, away)
+        result = asyncio.run(runner.run("Pay INV-7", run_id))
+        if not short:
+            told = next(i.output for i in result.new_items if i.type == "tool_call_output_item")
+            assert told == UNREACHABLE
+            assert not Operation.objects.exists() and ledger == []
+            return
+        assert result is None  # waits for reviewers
+        decide_on(Operation.objects.get(call_id="pay-1", status="proposed"), reviewer)
+        done = asyncio.run(runner.resume(run_id))
+    assert done.final_output == "Reported."
+    assert [entry for _, entry in ledger] == [("INV-7", 45)]
+    assert_made_once_after_a_review("pay-1")
+
+
+# --- the Agent Framework ---------------------------------------------------------------
+
+
+class AskingChat(ScriptedChat):
+    def __init__(self, calls: list, model_asked: Callable[[int], None]) -> None:
+        super().__init__(calls)
+        self.model_asked, self.turns = model_asked, 0
+
+    async def _inner_get_response(self, *, messages, **options):
+        self.model_asked(self.turns)
+        self.turns += 1
+        return await super()._inner_get_response(messages=messages, **options)
+
+
+@pytest.mark.parametrize("short", [True, False], ids=["short", "long"])
+def test_agent_framework(live_server, client_token, run_id, reviewer, tmp_path, short):
+    """The workflow checkpoints before its call is proposed: the checkpoint waits for
+    Oversight too, and one it cannot store before the deadline stops the workflow with
+    ``Unreachable`` for its caller (what was not stored cannot be resumed), nothing
+    proposed or made."""
+    ledger = tmp_path / "ledger"
+    with Outage(live_server.url) as outage:
+        away = AsyncOversight(outage.url, client_token, **QUICK, wait_timeout=30 if short else 3)
+        tool = paying_tool(away, ledger)
+        model = AskingChat([PAY], outage_on_call(outage, short))
+        driver = WorkflowDriver(lambda: paying_workflow(tool, chat=model), away, tools=[tool])
+        if not short:
+            with pytest.raises(Unreachable, match="/artifacts"):
+                asyncio.run(driver.start("Pay INV-7", run_id))
+            assert not Operation.objects.exists() and payments(ledger) == []
+            return
+        assert asyncio.run(driver.start("Pay INV-7", run_id)) is None  # waits for reviewers
+        decide_on(Operation.objects.get(call_id="pay-1", status="proposed"), reviewer)
+        assert asyncio.run(driver.poll(wait=5)) == 1
+    assert payments(ledger) == ["INV-7 45"]
+    assert_made_once_after_a_review("pay-1")
