@@ -8,16 +8,19 @@ safe to repeat after your process restarts."""
 import base64
 import functools
 import hashlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from oversight_client.calls import Endpoint
-from oversight_client.errors import StaleState, Unreachable
+from oversight_client.errors import Conflict, StaleState, Unreachable
 from oversight_client.follower import Follower, events_page, follow_feed, poll_page
 from oversight_client.steps import Sleep, Steps
 from oversight_client.waits import OPERATIONS, REQUESTS, in_reach
 
+log = logging.getLogger(__name__)
+OPEN_RUN = ("queued", "running", "waiting")
 STALE_ATTEMPTS = 10  # proposals on "the run as it is" while workers keep moving it
 RequestKind = Literal["question", "sign_off", "choice", "data"]
 
@@ -124,6 +127,19 @@ class Core:
         ``outcome``); with ``base_version``, only if the run has not moved on."""
         body = {"status": status, "outcome": outcome, "base_version": base_version}
         return self.call("POST", f"/runs/{run_id}/finish", body)
+
+    def complete(self, run_id: int) -> Steps[dict]:
+        """Finish the run as ``completed`` if it is still open (an admin may have
+        cancelled it); one Oversight refuses to finish (an operation still in flight,
+        say) is left open, with a warning. Returns the run as it is then."""
+        run = yield from self.run(run_id)
+        if run["status"] not in OPEN_RUN:
+            return run
+        try:
+            return (yield from self.finish(run_id, "completed"))
+        except Conflict as refused:
+            log.warning("run %s stays open: %s", run_id, refused.detail)
+            return (yield from self.run(run_id))
 
     def checkpoints(self, run_id: int, after: int = 0, limit: int = 100) -> Steps[list[dict]]:
         """The run's audit checkpoints after seq ``after``, at most ``limit``."""

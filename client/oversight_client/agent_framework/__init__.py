@@ -17,7 +17,7 @@ except ImportError as missing:  # pragma: no cover - depends on what is installe
     ) from missing
 
 from oversight_client.agent_framework.checkpoints import OversightCheckpointStorage
-from oversight_client.agent_framework.driver import WorkflowDriver
+from oversight_client.agent_framework.driver import WorkflowDriver, supervise
 from oversight_client.agent_framework.tools import SupervisedTool, supervised_tool
 from oversight_client.in_run import in_run
 
@@ -26,5 +26,6 @@ __all__ = [
     "SupervisedTool",
     "WorkflowDriver",
     "in_run",
+    "supervise",
     "supervised_tool",
 ]

@@ -29,11 +29,11 @@ from oversight_client.cursor import FileCursor
 from oversight_client.errors import InvalidRequest, OversightError, RunClosed, Unreachable
 from oversight_client.follower import Follower, cancels, decides
 from oversight_client.in_run import in_run
+from oversight_client.lifecycle import goal_of, is_open, open_named
 from oversight_client.reach import patiently
 from oversight_client.storable import storable
 
 log = logging.getLogger(__name__)
-OPEN = ("queued", "running", "waiting")  # a run in any other status is never resumed
 
 
 class WorkflowDriver:
@@ -117,7 +117,7 @@ class WorkflowDriver:
     async def _resume(self, run_id: int) -> bool:
         """Whether the workflow ran again: never in a run no longer open (cancelled,
         failed, finished)."""
-        if (await self.ovs.run(run_id))["status"] not in OPEN:
+        if not await is_open(self.ovs, run_id):
             return False
         latest = await self.storage(run_id).latest()
         if latest is None:
@@ -155,6 +155,9 @@ class WorkflowDriver:
             result = await self.build().run(checkpoint_storage=storage, **given)
         if isinstance(storage.refused, Unreachable):
             raise storage.refused  # tried again from the last checkpoint stored
+        if isinstance(storage.refused, RunClosed):  # cancelled meanwhile: it stops here
+            self.cancelled.add(run_id)
+            return None
         if storage.refused:  # what it did since cannot be resumed
             refused = f"{type(storage.refused).__name__}: {storage.refused.detail}"
             await self._fail(run_id, f"The workflow's checkpoint could not be stored ({refused}).")
@@ -229,3 +232,39 @@ def request_name(run_id: int, event: WorkflowEvent) -> str:
     """The external id of the human request ``event`` is put as: named in its run, for
     a plain tool's request is named by the model's call id, which another run may share."""
     return f"run-{run_id}:{event.request_id}"
+
+
+async def supervise(
+    ovs: AsyncOversight,
+    workflow: Callable[[], Workflow],
+    input: Any,
+    *,
+    name: str,
+    tools: list[SupervisedTool] = (),  # type: ignore[assignment]
+    goal: str = "",
+    cursor: FileCursor | None = None,
+    allowed_checkpoint_types: list[str] | None = None,
+) -> list[Any] | None:
+    """The run's whole life in one call (``oversight_client.lifecycle``): the workflow
+    ``workflow()`` builds runs ``input`` in the run named ``name`` (after a restart, it
+    goes on from its last checkpoint) and is resumed as reviewers decide. Its outputs,
+    once it ended and the run is finished; None if the run was cancelled or failed, or
+    the workflow had ended before this process started."""
+    run_id = await open_named(ovs, name, goal or goal_of(input))
+    driver = WorkflowDriver(
+        workflow, ovs, tools=tools, cursor=cursor, allowed_checkpoint_types=allowed_checkpoint_types
+    )
+    latest = await driver.storage(run_id).latest()
+    outputs = await (driver.start(input, run_id) if latest is None else driver.resume(run_id))
+    latest = await driver.storage(run_id).latest()
+    if outputs is None and latest is not None and latest.pending_request_info_events:
+
+        def over() -> bool:
+            return any(
+                run_id in ended for ended in (driver.outputs, driver.cancelled, driver.failed)
+            )
+
+        await driver.follow(stop=over)
+        outputs = driver.outputs.get(run_id)
+    await ovs.complete(run_id)
+    return outputs

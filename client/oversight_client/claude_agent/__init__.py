@@ -16,7 +16,7 @@ except ImportError as missing:  # pragma: no cover - depends on what is installe
         'pip install "oversight-client[claude-agent-sdk]"'
     ) from missing
 
-from oversight_client.claude_agent.agent import OversightAgent
+from oversight_client.claude_agent.agent import OversightAgent, supervise
 from oversight_client.claude_agent.gate import Action, OversightGate
 
-__all__ = ["Action", "OversightAgent", "OversightGate"]
+__all__ = ["Action", "OversightAgent", "OversightGate", "supervise"]

@@ -32,7 +32,8 @@ from claude_agent_sdk import (
 from oversight_client.aio import AsyncOversight
 from oversight_client.claude_agent.gate import MARK, WAITING, Action, OversightGate
 from oversight_client.cursor import FileCursor
-from oversight_client.errors import Conflict, OversightError
+from oversight_client.errors import Conflict, OversightError, RunClosed
+from oversight_client.lifecycle import is_open, open_named
 from oversight_client.resuming import RunResumer, last_mark
 from oversight_client.storable import storable
 from oversight_client.told import NOT_MADE, interrupted
@@ -165,14 +166,17 @@ class OversightAgent(RunResumer):
             quiet.ended.set()
         kept = result.deferred_tool_use.id if result and result.deferred_tool_use else None
         await self._withdraw_dropped(gate, kept, lost if quiet.told else None)
-        if kept is not None:
-            deferred = {"session": result.session_id, "call": kept}
-            if await self._deferred_call(run_id) != deferred:  # the hook named another
-                await self.ovs.message(run_id, WAITING, data={MARK: deferred})
-            return None
-        said = result.result if result is not None and result.result else ENDED
-        await self.ovs.message(run_id, storable(said), kind="agent", data={MARK: None})
-        return result
+        try:
+            if kept is not None:
+                deferred = {"session": result.session_id, "call": kept}
+                if await self._deferred_call(run_id) != deferred:  # the hook named another
+                    await self.ovs.message(run_id, WAITING, data={MARK: deferred})
+                return None
+            said = result.result if result is not None and result.result else ENDED
+            await self.ovs.message(run_id, storable(said), kind="agent", data={MARK: None})
+        except RunClosed:  # cancelled meanwhile: never resumed again
+            self.cancelled.add(run_id)
+        return result if kept is None else None
 
     async def _withdraw_dropped(self, gate: OversightGate, kept: str | None, lost: dict | None):
         """Withdraw what nobody will make: the calls this query deferred that the CLI did
@@ -189,10 +193,40 @@ class OversightAgent(RunResumer):
             except OversightError as error:  # reviewers see it was not made once it expires
                 log.warning("operation %s could not be withdrawn: %s", op_id, error)
 
+    async def waits(self, run_id: int) -> bool:
+        """Whether the run's session waits for a call to be decided (it has not ended)."""
+        return isinstance(await self._deferred_call(run_id), dict)
+
     async def _deferred_call(self, run_id: int) -> Any:
         """The session and call the run waits for, as its messages last named them
         (None: resumed since)."""
         return ((await last_mark(self.ovs, run_id, MARK)) or {}).get(MARK)
+
+
+async def supervise(
+    ovs: AsyncOversight,
+    options: ClaudeAgentOptions,
+    prompt: str,
+    *,
+    name: str,
+    actions: Mapping[str, Action],
+    unsupervised: Collection[str] = (),
+    goal: str = "",
+    cursor: FileCursor | None = None,
+) -> ResultMessage | None:
+    """The run's whole life in one call (``oversight_client.lifecycle``): ``prompt`` is
+    run in the run named ``name`` (after a restart, the agent goes on where it stopped)
+    with ``options`` and the gate's hooks, and resumed as reviewers decide. Its result,
+    once it ended and the run is finished; None if the run was cancelled, or the
+    session had ended before this process started."""
+    run_id = await open_named(ovs, name, goal or prompt)
+    agent = OversightAgent(ovs, actions, options, unsupervised=unsupervised, cursor=cursor)
+    result = await agent.recover(prompt, run_id)
+    if result is None and await agent.waits(run_id) and await is_open(ovs, run_id):
+        await agent.follow(stop=lambda: run_id in agent.results or run_id in agent.cancelled)
+        result = agent.results.get(run_id)
+    await ovs.complete(run_id)
+    return result
 
 
 class Quiet:

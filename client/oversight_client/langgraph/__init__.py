@@ -18,7 +18,7 @@ except ImportError as missing:  # pragma: no cover - depends on what is installe
 from oversight_client.cursor import FileCursor
 from oversight_client.langgraph.node import OversightToolNode
 from oversight_client.langgraph.requests import ask_for, resume_value
-from oversight_client.langgraph.resumer import Resumer
+from oversight_client.langgraph.resumer import Resumer, supervise
 from oversight_client.langgraph.threads import run_for_thread
 from oversight_client.langgraph.tools import SupervisedTool, supervised_tool
 
@@ -30,5 +30,6 @@ __all__ = [
     "ask_for",
     "resume_value",
     "run_for_thread",
+    "supervise",
     "supervised_tool",
 ]

@@ -125,3 +125,22 @@ class Resumer:
 
 def config(thread_id: str) -> dict:
     return {"configurable": {"thread_id": thread_id}}
+
+
+def supervise(
+    ovs: Oversight, graph: Any, input: Any, *, name: str, cursor: FileCursor | None = None
+) -> dict | None:
+    """The run's whole life in one call (``oversight_client.lifecycle``): ``graph`` runs
+    ``input`` on the thread ``name``, the run named after it (with a checkpointer that
+    outlives the process, a restart goes on where the thread stopped), and is resumed
+    as reviewers decide. The thread's last values, once it ended and the run is
+    finished; None if the run was cancelled."""
+    resumer, thread = Resumer(graph, ovs, cursor), config(name)
+    run_id = run_for_thread(ovs, name)
+    if graph.get_state(thread).values:
+        resumer.recover(name)
+    else:
+        resumer.start(input, name)
+    resumer.follow(stop=lambda: not graph.get_state(thread).next or name in resumer.cancelled)
+    ovs.complete(run_id)
+    return None if name in resumer.cancelled else graph.get_state(thread).values

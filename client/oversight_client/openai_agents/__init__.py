@@ -17,7 +17,13 @@ except ImportError as missing:  # pragma: no cover - depends on what is installe
     ) from missing
 
 from oversight_client.in_run import current_run, in_run
-from oversight_client.openai_agents.runner import OversightRunner
+from oversight_client.openai_agents.runner import OversightRunner, supervise
 from oversight_client.openai_agents.tools import supervised_function_tool
 
-__all__ = ["OversightRunner", "current_run", "in_run", "supervised_function_tool"]
+__all__ = [
+    "OversightRunner",
+    "current_run",
+    "in_run",
+    "supervise",
+    "supervised_function_tool",
+]

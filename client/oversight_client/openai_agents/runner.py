@@ -15,8 +15,9 @@ from agents import Agent, RunHooks, Runner, RunResult, RunState
 
 from oversight_client.aio import AsyncOversight
 from oversight_client.cursor import FileCursor
-from oversight_client.errors import ENDED, OversightError
+from oversight_client.errors import ENDED, OversightError, RunClosed
 from oversight_client.in_run import in_run
+from oversight_client.lifecycle import goal_of, is_open, open_named
 from oversight_client.reach import patiently
 from oversight_client.resuming import RunResumer, last_mark
 from oversight_client.storable import storable
@@ -136,14 +137,21 @@ class OversightRunner(RunResumer):
                 # Oversight away is waited for: the paused state lives only here until then.
                 content = state.to_string().encode()
                 storing = functools.partial(self._store, run_id, content)
-                await patiently(storing, self.ovs.wait_timeout)
+                try:
+                    await patiently(storing, self.ovs.wait_timeout)
+                except RunClosed:  # cancelled meanwhile: nothing is to resume it
+                    self.cancelled.add(run_id)
                 return None
             for item in unasked:
                 await self._reject(state, item, not_proposed(item.raw_item.arguments), mirror)
             with in_run(run_id):
                 result = await Runner.run(self.agent, state, hooks=mirror)
         final = storable(as_text(result.final_output))
-        await self.ovs.message(run_id, "The agent's run ended.", data={MARK: None, FINAL: final})
+        try:
+            said = {MARK: None, FINAL: final}
+            await self.ovs.message(run_id, "The agent's run ended.", data=said)
+        except RunClosed:  # cancelled as it ended: its result stands all the same
+            self.cancelled.add(run_id)
         return result
 
     async def _store(self, run_id: int, content: bytes) -> None:
@@ -166,3 +174,27 @@ class OversightRunner(RunResumer):
         if data is None:
             return False, None, None
         return True, data[MARK], data.get(FINAL)
+
+
+async def supervise(
+    ovs: AsyncOversight,
+    agent: Agent,
+    input: Any,
+    *,
+    name: str,
+    goal: str = "",
+    cursor: FileCursor | None = None,
+) -> RunResult | None:
+    """The run's whole life in one call (``oversight_client.lifecycle``): ``agent`` runs
+    ``input`` in the run named ``name`` (after a restart, it goes on where it stopped)
+    and is resumed as reviewers decide. Its result, once it ended and the run is
+    finished; None if the run was cancelled, or the agent had ended before this
+    process started."""
+    run_id = await open_named(ovs, name, goal or goal_of(input))
+    runner = OversightRunner(agent, ovs, cursor)
+    result = await runner.recover(input, run_id)
+    if result is None and await runner.concluded(run_id) is None and await is_open(ovs, run_id):
+        await runner.follow(stop=lambda: run_id in runner.results or run_id in runner.cancelled)
+        result = runner.results.get(run_id)
+    await ovs.complete(run_id)
+    return result

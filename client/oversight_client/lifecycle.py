@@ -1,0 +1,33 @@
+"""A run's whole life in one call, the same in every framework adapter (each one's
+``supervise``): the run named ``name`` is found again, or opened the first time; the
+agent starts, or after a restart goes on where it stopped; it is resumed as reviewers
+decide until it ends or an admin cancels its run; then the run is finished
+(``complete``). Oversight out of reach while the run is opened is waited for, as a call
+waits for a person."""
+
+from typing import Any
+
+from oversight_client.aio import AsyncOversight
+from oversight_client.core import OPEN_RUN
+from oversight_client.reach import patiently
+
+
+async def open_named(ovs: AsyncOversight, name: str, goal: str) -> int:
+    """The id of the run named ``name``: its session and run are opened (both named
+    ``name``, so that a restart finds them) the first time, found again afterwards."""
+
+    async def opened() -> int:
+        session = await ovs.open_session(title=goal[:200], external_id=name)
+        return (await ovs.start_run(session["id"], goal=goal, external_id=name))["id"]
+
+    return await patiently(opened, ovs.wait_timeout)
+
+
+async def is_open(ovs: AsyncOversight, run_id: int) -> bool:
+    """Whether the run is still open: not cancelled by an admin, failed or finished."""
+    return (await ovs.run(run_id))["status"] in OPEN_RUN
+
+
+def goal_of(input: Any) -> str:
+    """A run's goal from the agent's input: its text, or what it is."""
+    return input if isinstance(input, str) and input else f"{type(input).__name__} input"
