@@ -4,15 +4,26 @@ questions answered from the queue, an agent's tool calls decided by reviewers an
 once with the approved arguments."""
 
 import asyncio
+from dataclasses import dataclass
 from datetime import timedelta
+from typing import Never
 
 import pytest
-from agent_framework import WorkflowCheckpoint, WorkflowCheckpointException
+from agent_framework import (
+    Executor,
+    WorkflowBuilder,
+    WorkflowCheckpoint,
+    WorkflowCheckpointException,
+    WorkflowContext,
+    handler,
+    response_handler,
+)
 from django.utils import timezone
 
 from oversight_client import AsyncOversight, Unreachable
 from oversight_client.agent_framework import OversightCheckpointStorage, WorkflowDriver
 from oversight_client.cursor import FileCursor
+from oversight_client.in_run import current_run
 from runs.actors import Actor
 from runs.models import (
     ApprovalPolicy,
@@ -237,23 +248,28 @@ def test_a_call_oversight_refuses_is_answered_at_once(aovs, run_id, ledger):
 
 def test_one_failing_resume_holds_up_no_other(aovs, reviewer, ledger, tmp_path):
     tool = paying_tool(aovs, ledger)
-    builds = []
-
-    def build():  # the first resume finds the workflow's definition broken
-        builds.append(1)
-        if len(builds) == 3:
-            raise RuntimeError("the workflow's definition is broken")
-        second = ("pay_invoice", {"invoice": "INV-8", "amount": 5}, "pay-2")
-        return paying_workflow(tool, [PAY] if len(builds) == 1 else [second])
+    resuming = []
 
     async def two_runs():
         session = await aovs.open_session(title="Payments")
         return [(await aovs.start_run(session["id"], goal=g))["id"] for g in ("a", "b")]
 
     first, second = asyncio.run(two_runs())
+
+    def build():  # the first run's resume finds the workflow's definition broken
+        try:
+            run = current_run()
+        except RuntimeError:  # built to read the types it declares
+            run = None
+        if run == first and resuming:
+            raise RuntimeError("the workflow's definition is broken")
+        later = ("pay_invoice", {"invoice": "INV-8", "amount": 5}, "pay-2")
+        return paying_workflow(tool, [later] if run == second else [PAY])
+
     driver = WorkflowDriver(build, aovs, tools=[tool], cursor=FileCursor(tmp_path / "cursor"))
     asyncio.run(driver.start("Pay", first))
     asyncio.run(driver.start("Pay", second))
+    resuming.append(True)
     decide_on(Operation.objects.get(call_id="pay-1"), reviewer)
     decide_on(Operation.objects.get(call_id="pay-2"), reviewer)
     while asyncio.run(driver.poll(wait=2)):
@@ -361,7 +377,9 @@ def test_a_plain_tool_s_approval_is_a_sign_off_in_the_queue(aovs, run_id, review
 
 
 def test_an_enum_is_offered_as_choices_and_a_dict_s_question_is_the_prompt(aovs, run_id, reviewer):
-    driver = WorkflowDriver(dispatching, aovs, allowed_checkpoint_types=CARRIER)
+    """``Carrier``, the answer's type, is allowed in the checkpoints without being named:
+    the workflow declares it (before, unnamed, it ended the workflow with no outputs)."""
+    driver = WorkflowDriver(dispatching, aovs)
     asyncio.run(driver.start("A-1", run_id))
     request = HumanRequest.objects.get(run_id=run_id)
     assert (request.prompt, request.kind, request.choices) == (
@@ -488,3 +506,54 @@ def test_a_run_resumed_twice_at_once_runs_its_workflow_once(driver, run_id, revi
     assert said(first) == said(second) == 'Read: {"paid": "INV-7", "amount": 45}'
     assert payments(ledger) == ["INV-7 45"]
     assert Operation.objects.get(call_id="pay-1").status == "committed"
+
+
+def test_reviewers_read_the_conversation_beside_the_checkpoints(driver, run_id, reviewer):
+    """What was asked, what the tool answered and what the agent said, once each, as the
+    OpenAI runner mirrors its own (before, a workflow's run showed only "The workflow …
+    saved a checkpoint.")."""
+    assert asyncio.run(driver.start("Pay INV-7", run_id)) is None
+    decide_on(Operation.objects.get(call_id="pay-1"), reviewer)
+    assert asyncio.run(driver.poll()) == 1
+    said = [
+        (m.kind, m.payload["text"])
+        for m in Message.objects.filter(run_id=run_id).exclude(kind="system").order_by("seq")
+        if "saved a checkpoint" not in m.payload["text"]
+    ]
+    paid = '{"paid": "INV-7", "amount": 45}'
+    assert said == [
+        ("user", "Pay INV-7"),
+        ("tool", f"pay_invoice: {paid}"),
+        ("agent", f"Read: {paid}"),
+    ]
+
+
+@dataclass
+class Parcel:
+    """A request's payload of a type no handler declares."""
+
+    order: str
+
+
+class Weigher(Executor):
+    @handler
+    async def start(self, order: str, ctx: WorkflowContext) -> None:
+        await ctx.request_info(Parcel(order), bool)
+
+    @response_handler
+    async def weighed(self, asked: object, ok: bool, ctx: WorkflowContext[Never, str]) -> None:
+        await ctx.yield_output("weighed")
+
+
+def test_a_checkpoint_that_cannot_be_stored_fails_the_run_saying_why(aovs, run_id):
+    """A value of a type neither declared nor allowed cannot go in a checkpoint: the
+    framework would log it and end the workflow with no outputs; the run fails, and
+    says why."""
+    weighing = lambda: WorkflowBuilder(start_executor=Weigher(id="weigher"), name="weigh").build()  # noqa: E731
+    driver = WorkflowDriver(weighing, aovs)
+    assert asyncio.run(driver.start("A-1", run_id)) is None
+    run = Run.objects.get(pk=run_id)
+    assert run.status == "failed"
+    assert run.outcome.startswith("The workflow's checkpoint could not be stored (")
+    assert "Parcel" in run.outcome
+    assert driver.failed[run_id] == run.outcome

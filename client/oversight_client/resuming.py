@@ -1,13 +1,19 @@
 """What the async adapters that resume an agent's run share (the OpenAI Agents SDK's
 runner, the Claude Agent SDK's agent): a ``Follower`` of the token's feed on an
-``AsyncOversight``, above the client, as the feed's own loop (``follower``) is below it."""
+``AsyncOversight``, above the client, as the feed's own loop (``follower``) is below it;
+and the agent's turns mirrored into its run (``say``; the Agent Framework's too)."""
 
+import logging
 from collections.abc import Callable, Hashable
 from typing import Any
 
 from oversight_client.aio import AsyncOversight
 from oversight_client.cursor import FileCursor
+from oversight_client.errors import OversightError
 from oversight_client.follower import Follower, cancels, decides
+from oversight_client.storable import storable
+
+log = logging.getLogger(__name__)
 
 
 class RunResumer:
@@ -50,6 +56,16 @@ class RunResumer:
         if result is not None:
             self.results[event["run"]] = result
         return ran
+
+
+async def say(ovs: AsyncOversight, run_id: int, kind: str, text: str) -> None:
+    """Mirror one of the agent's turns into the run's messages, where reviewers read it
+    beside the proposals (cleaned and cut to what the server stores). Best effort: a
+    turn Oversight cannot take (out of reach) is logged, and the agent goes on."""
+    try:
+        await ovs.message(run_id, storable(text), kind=kind)
+    except OversightError as error:
+        log.warning("run %s: a turn was not mirrored: %s", run_id, error)
 
 
 async def last_mark(ovs: AsyncOversight, run_id: int, mark: str) -> dict | None:

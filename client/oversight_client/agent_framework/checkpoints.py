@@ -20,7 +20,6 @@ from agent_framework import (
 )
 
 from oversight_client.aio import AsyncOversight
-from oversight_client.errors import OversightError
 from oversight_client.reach import patiently
 
 MARK = "agent_framework_checkpoint"  # the data key of a message naming a checkpoint
@@ -42,16 +41,17 @@ class OversightCheckpointStorage:
     ) -> None:
         self.ovs, self.run_id = ovs, run_id
         self.allowed_checkpoint_types = allowed_checkpoint_types
-        # Why a save failed, if one did: the framework logs a failed save and runs on,
+        # Why a save failed, if one did (Oversight refused it, or a value of a type not
+        # allowed could not be encoded): the framework logs a failed save and runs on,
         # so whoever runs the workflow must look here.
-        self.refused: OversightError | None = None
+        self.refused: Exception | None = None
 
     async def save(self, checkpoint: WorkflowCheckpoint) -> CheckpointID:
-        content = await self._encode(checkpoint)
         try:
+            content = await self._encode(checkpoint)
             # Oversight away is waited for, as long as a call waits for a person.
             await patiently(lambda: self._store(checkpoint, content), self.ovs.wait_timeout)
-        except OversightError as refused:
+        except Exception as refused:
             self.refused = refused
             raise
         self.refused = None  # a later save stands for the workflow's state: the last counts

@@ -16,6 +16,7 @@ from typing import Any
 from agent_framework import Workflow, WorkflowCheckpoint, WorkflowEvent
 
 from oversight_client.agent_framework.checkpoints import OversightCheckpointStorage
+from oversight_client.agent_framework.conversation import mirror
 from oversight_client.agent_framework.requests import (
     ENDED_REQUEST,
     Unusable,
@@ -31,6 +32,7 @@ from oversight_client.follower import Follower, cancels, decides
 from oversight_client.in_run import in_run
 from oversight_client.lifecycle import goal_of, is_open, open_named
 from oversight_client.reach import patiently
+from oversight_client.resuming import say
 from oversight_client.storable import storable
 
 log = logging.getLogger(__name__)
@@ -61,13 +63,21 @@ class WorkflowDriver:
         self._running: dict[int, asyncio.Lock] = {}
 
     def storage(self, run_id: int) -> OversightCheckpointStorage:
-        allowed = self.allowed_checkpoint_types
+        allowed = [*self.declared_types, *(self.allowed_checkpoint_types or [])]
         return OversightCheckpointStorage(self.ovs, run_id, allowed_checkpoint_types=allowed)
+
+    @functools.cached_property
+    def declared_types(self) -> list[str]:
+        """The types the workflow declares, allowed in its checkpoints without being
+        named in ``allowed_checkpoint_types`` (``declared_types``)."""
+        return declared_types(self.build())
 
     async def start(self, message: Any, run_id: int) -> list[Any] | None:
         """Run a new workflow on ``message`` in run ``run_id``; its outputs, or None while
         it waits for reviewers."""
         async with self._one_at_a_time(run_id):
+            if isinstance(message, str):
+                await say(self.ovs, run_id, "user", message)
             return await self._run(run_id, message=message)
 
     async def follow(self, stop: Callable[[], bool] = lambda: False, wait: int = 30) -> None:
@@ -153,13 +163,14 @@ class WorkflowDriver:
         storage = self.storage(run_id)
         with in_run(run_id):
             result = await self.build().run(checkpoint_storage=storage, **given)
+        await mirror(self.ovs, run_id, result)
         if isinstance(storage.refused, Unreachable):
             raise storage.refused  # tried again from the last checkpoint stored
         if isinstance(storage.refused, RunClosed):  # cancelled meanwhile: it stops here
             self.cancelled.add(run_id)
             return None
         if storage.refused:  # what it did since cannot be resumed
-            refused = f"{type(storage.refused).__name__}: {storage.refused.detail}"
+            refused = f"{type(storage.refused).__name__}: {storage.refused}"
             await self._fail(run_id, f"The workflow's checkpoint could not be stored ({refused}).")
             return None
         # Oversight away is waited for: what the workflow waits for is put to reviewers.
@@ -226,6 +237,18 @@ class WorkflowDriver:
             await self.ovs.finish(run_id, "failed", why[:2000])
         except OversightError as error:
             log.warning("run %s could not be ended as failed (%s): %s", run_id, error, why)
+
+
+def declared_types(workflow: Workflow) -> list[str]:
+    """The types (``"module:qualname"``) the workflow's executors ask for and answer
+    with (``request_info``'s response type, the request sent): its checkpoints hold
+    them while they wait, and a checkpoint the framework cannot store would end the
+    workflow with no outputs."""
+    declared = set()
+    for executor in workflow.executors.values():
+        for pair in getattr(executor, "_response_handlers", {}):  # the framework's own
+            declared.update(kind for kind in pair if isinstance(kind, type))
+    return sorted(f"{kind.__module__}:{kind.__qualname__}" for kind in declared)
 
 
 def request_name(run_id: int, event: WorkflowEvent) -> str:

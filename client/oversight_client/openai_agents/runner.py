@@ -8,18 +8,17 @@ run (once, with the approved arguments), the others are rejected with what ended
 a reviewer's reason included, for the model to read."""
 
 import functools
-import logging
 from typing import Any
 
 from agents import Agent, RunHooks, Runner, RunResult, RunState
 
 from oversight_client.aio import AsyncOversight
 from oversight_client.cursor import FileCursor
-from oversight_client.errors import ENDED, OversightError, RunClosed
+from oversight_client.errors import ENDED, RunClosed
 from oversight_client.in_run import in_run
 from oversight_client.lifecycle import goal_of, is_open, open_named
 from oversight_client.reach import patiently
-from oversight_client.resuming import RunResumer, last_mark
+from oversight_client.resuming import RunResumer, last_mark, say
 from oversight_client.storable import storable
 from oversight_client.told import as_text, not_proposed, outcome
 
@@ -28,7 +27,6 @@ MARK = "openai_agents_state"  # the data key of the run's message naming its sto
 FINAL = "final_output"  # with MARK None: the run ended, and what the agent concluded
 # approved: the call's body carries on; verify_failed: its body rolls back what it left.
 GOING_ON = ("approved", "in_flight", "verify_failed", "committed")
-log = logging.getLogger(__name__)
 
 
 class RunMirror(RunHooks):
@@ -46,10 +44,7 @@ class RunMirror(RunHooks):
         await self.say("agent", as_text(output))
 
     async def say(self, kind: str, text: str) -> None:
-        try:
-            await self.ovs.message(self.run_id, storable(text), kind=kind)
-        except OversightError as error:
-            log.warning("run %s: a turn was not mirrored: %s", self.run_id, error)
+        await say(self.ovs, self.run_id, kind, text)
 
 
 class OversightRunner(RunResumer):
