@@ -13,10 +13,16 @@ from django.utils import timezone
 
 from oversight_client import AsyncOversight, Observed
 from oversight_client.cursor import FileCursor
-from oversight_client.openai_agents import OversightRunner, in_run, supervised_function_tool
+from oversight_client.openai_agents import (
+    OversightRunner,
+    in_run,
+    question_tool,
+    supervised_function_tool,
+)
 from oversight_client.openai_agents.runner import STATE
 from runs.actors import Actor
-from runs.models import ApprovalPolicy, CheckpointArtifact, Decision, Operation, Run
+from runs.models import ApprovalPolicy, CheckpointArtifact, Decision, HumanRequest, Operation, Run
+from runs.services import requests as human_requests
 from runs.services.decisions import expire_if_due
 from runs.services.runs import cancel_run
 from tests.helpers import decide_on
@@ -283,3 +289,43 @@ def test_a_tool_may_have_a_parameter_named_call_id(aovs, run_id, project):
         OversightRunner(Agent(name="t", model=model, tools=[tag]), aovs).run("Tag", run_id)
     )
     assert tool_output(done) == "tagged c-9"
+
+
+def test_the_model_asks_a_person_without_holding_the_process(aovs, run_id, reviewer):
+    """``question_tool``: the question waits in the reviewers' queue while the run is
+    paused (a plain tool calling ``ask`` would block the process), and the model reads
+    the person's choice; a second question in the same run waits and is read too."""
+    ask = question_tool(aovs)
+    which = {"question": "Which invoice do we pay?", "choices": ["INV-7", "INV-8"]}
+    why = {"question": "Why INV-8?", "choices": None}
+    model = ScriptedModel(
+        [
+            [function_call("ask_a_person", which, call_id="ask-1")],
+            [function_call("ask_a_person", why, call_id="ask-2")],
+            [assistant_message("Paying INV-8.")],
+        ]
+    )
+    runner = OversightRunner(Agent(name="payer", model=model, tools=[ask]), aovs)
+    assert asyncio.run(runner.run("Pay the right invoice", run_id)) is None
+    asked = HumanRequest.objects.get(run_id=run_id)
+    assert (asked.kind, asked.prompt, asked.choices) == (
+        "choice",
+        "Which invoice do we pay?",
+        ["INV-7", "INV-8"],
+    )
+    assert asyncio.run(runner.resume(run_id)) is None  # not answered yet
+    answer_request(asked, reviewer, "choose", data="INV-8")
+    assert asyncio.run(runner.resume(run_id)) is None  # the second question waits
+    second = HumanRequest.objects.get(run_id=run_id, status="open")
+    assert (second.kind, second.prompt) == ("question", "Why INV-8?")
+    answer_request(second, reviewer, "answer", data="INV-7 has a credit note")
+    done = asyncio.run(runner.resume(run_id))
+    outputs = [i.output for i in done.new_items if i.type == "tool_call_output_item"]
+    assert outputs[-1] == "INV-7 has a credit note"
+    assert done.final_output == "Paying INV-8."
+
+
+def answer_request(request: HumanRequest, reviewer, kind: str, **given) -> None:
+    human_requests.answer(
+        request=request, reviewer=reviewer, kind=kind, version=request.version, **given
+    )

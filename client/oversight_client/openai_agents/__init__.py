@@ -17,6 +17,7 @@ except ImportError as missing:  # pragma: no cover - depends on what is installe
     ) from missing
 
 from oversight_client.in_run import current_run, in_run
+from oversight_client.openai_agents.questions import question_tool
 from oversight_client.openai_agents.runner import OversightRunner, supervise
 from oversight_client.openai_agents.tools import supervised_function_tool
 
@@ -24,6 +25,7 @@ __all__ = [
     "OversightRunner",
     "current_run",
     "in_run",
+    "question_tool",
     "supervise",
     "supervised_function_tool",
 ]

@@ -17,6 +17,7 @@ from oversight_client.cursor import FileCursor
 from oversight_client.errors import ENDED, RunClosed
 from oversight_client.in_run import in_run
 from oversight_client.lifecycle import goal_of, is_open, open_named
+from oversight_client.openai_agents.questions import asked
 from oversight_client.reach import patiently
 from oversight_client.resuming import RunResumer, last_mark, say
 from oversight_client.storable import storable
@@ -27,6 +28,7 @@ MARK = "openai_agents_state"  # the data key of the run's message naming its sto
 FINAL = "final_output"  # with MARK None: the run ended, and what the agent concluded
 # approved: the call's body carries on; verify_failed: its body rolls back what it left.
 GOING_ON = ("approved", "in_flight", "verify_failed", "committed")
+WAITING = ("proposed", "open")  # an operation, or a question, not yet decided
 
 
 class RunMirror(RunHooks):
@@ -99,14 +101,14 @@ class OversightRunner(RunResumer):
         state = await RunState.from_string(self.agent, text)
         decided = []
         for item in state.get_interruptions():
-            operation = await self.ovs.find_operation(run_id=run_id, call_id=item.raw_item.call_id)
-            if operation is None or operation["status"] == "proposed":
+            asked = await self._asked(run_id, item.raw_item.call_id)
+            if asked is None or asked["status"] in WAITING:
                 return False, None
-            decided.append((item, operation))
+            decided.append((item, asked))
         mirror = RunMirror(self.ovs, run_id)
         for item, operation in decided:
-            if operation["status"] in GOING_ON:
-                state.approve(item)
+            if "action" not in operation or operation["status"] in GOING_ON:
+                state.approve(item)  # a question's tool reads its answer
             else:
                 await self._reject(
                     state, item, outcome(ENDED[operation["status"]].of(operation)), mirror
@@ -125,8 +127,7 @@ class OversightRunner(RunResumer):
         while result.interruptions:
             state, unasked = result.to_state(), []
             for item in result.interruptions:
-                call_id = item.raw_item.call_id
-                if await self.ovs.find_operation(run_id=run_id, call_id=call_id) is None:
+                if await self._asked(run_id, item.raw_item.call_id) is None:
                     unasked.append(item)
             if not unasked:
                 # Oversight away is waited for: the paused state lives only here until then.
@@ -148,6 +149,11 @@ class OversightRunner(RunResumer):
         except RunClosed:  # cancelled as it ended: its result stands all the same
             self.cancelled.add(run_id)
         return result
+
+    async def _asked(self, run_id: int, call_id: str) -> dict | None:
+        """What the call paused for: its operation, or a question tool's request."""
+        operation = await self.ovs.find_operation(run_id=run_id, call_id=call_id)
+        return operation or await self.ovs.find_request(asked(run_id, call_id))
 
     async def _store(self, run_id: int, content: bytes) -> None:
         stored = await self.ovs.upload_artifact(run_id, STATE, content, "application/json")
