@@ -8,6 +8,8 @@ import struct
 import threading
 from contextlib import suppress
 
+from tests.test_client import read_request
+
 
 class Outage:
     """A relay to ``upstream`` (``http://host:port``) on a port of its own: ``cut()``,
@@ -20,6 +22,7 @@ class Outage:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
         self.up, self.cuts = True, 0
+        self.losing: bytes | None = None  # requests starting so are sent, answers lost
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
         threading.Thread(target=self._serve, daemon=True).start()
@@ -42,6 +45,11 @@ class Outage:
     def restore(self) -> None:
         self.up = True
 
+    def lose_answers(self, start: bytes | None) -> None:
+        """Send on the requests that start with ``start`` (``b"POST /api/v1/runs/"``),
+        and lose their answers: the server acts, the agent hears nothing (None: stop)."""
+        self.losing = start
+
     def cut_for(self, seconds: float) -> None:
         self.cut()
         timer = threading.Timer(seconds, self.restore)
@@ -63,10 +71,22 @@ class Outage:
             except OSError:
                 client.close()
                 continue
+            if self.losing and client.recv(len(self.losing), socket.MSG_PEEK) == self.losing:
+                threading.Thread(target=self._lose, args=(client, server), daemon=True).start()
+                continue
             with self._lock:
                 self._open.update((client, server))
             for source, sink in ((client, server), (server, client)):
                 threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    def _lose(self, client: socket.socket, server: socket.socket) -> None:
+        """Relay one request, wait for the server's whole answer, and drop it."""
+        with client, server, suppress(OSError):
+            request = read_request(client)
+            server.sendall(request)
+            server.shutdown(socket.SHUT_WR)
+            while server.recv(65536):
+                pass
 
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         with suppress(OSError):

@@ -19,13 +19,15 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import tools_condition
 
-from oversight_client import AsyncOversight, Oversight, Unreachable
+from oversight_client import AsyncOversight, NotProposed, Oversight, Unreachable
 from oversight_client.agent_framework import WorkflowDriver
+from oversight_client.core import ABANDONED
 from oversight_client.langgraph import OversightToolNode, Resumer, run_for_thread
 from oversight_client.openai_agents import OversightRunner
 from oversight_client.told import UNREACHABLE
 from runs.models import Operation
 from tests.agent_framework_helpers import PAY, ScriptedChat, paying_tool, paying_workflow, payments
+from tests.client_helpers import NOTE, deciding
 from tests.helpers import decide_on
 from tests.outage import Outage
 from tests.test_langgraph_node import paid, payment_tool
@@ -184,3 +186,36 @@ def test_agent_framework(live_server, client_token, run_id, reviewer, tmp_path, 
         assert asyncio.run(driver.poll(wait=5)) == 1
     assert payments(ledger) == ["INV-7 45"]
     assert_made_once_after_a_review("pay-1")
+
+
+# --- a proposal that reached Oversight, its answer lost ---------------------------------
+
+
+def test_a_proposal_given_up_that_reached_oversight_is_withdrawn_once_it_answers(
+    live_server, client_token, run_id, reviewer
+):
+    """The model was told "not made": a proposal of that call that reached Oversight
+    all the same (its answers lost) must never be approved and made. It is withdrawn
+    as soon as Oversight answers the agent again."""
+    made = []
+    with Outage(live_server.url) as outage:
+        away = Oversight(outage.url, client_token, **QUICK, wait_timeout=2)
+
+        def written(arguments: dict, key: str) -> str:
+            return "applied" if arguments["line"] in made else "absent"
+
+        @away.tool(**NOTE, verify=written)
+        def append_note(line: str, *, idempotency_key: str) -> None:
+            made.append(line)
+
+        outage.lose_answers(b"POST /api/v1/runs/")
+        with pytest.raises(NotProposed):
+            append_note(run_id, "note-1", line="paid")
+        given_up = Operation.objects.get(call_id="note-1")
+        assert given_up.status == "proposed"  # Oversight has it: reviewers could approve
+        outage.lose_answers(None)
+        with deciding(reviewer, "note-2"):
+            append_note(run_id, "note-2", line="paid again")
+    given_up.refresh_from_db()
+    assert (given_up.status, given_up.status_reason) == ("cancelled", ABANDONED)
+    assert made == ["paid again"]

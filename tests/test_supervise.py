@@ -9,6 +9,9 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from agents import Agent
+from agents.testing import ScriptedModel as AgentsModel
+from agents.testing import assistant_message, function_call
 from claude_agent_sdk import ClaudeAgentOptions, create_sdk_mcp_server, tool
 from langchain_core.messages import HumanMessage
 
@@ -19,6 +22,7 @@ from oversight_client.claude_agent import Action, OversightAgent
 from oversight_client.claude_agent import supervise as supervise_claude
 from oversight_client.langgraph import OversightToolNode, Resumer
 from oversight_client.langgraph import supervise as supervise_graph
+from oversight_client.lifecycle import AgentFailed
 from oversight_client.openai_agents import OversightRunner
 from oversight_client.openai_agents import supervise as supervise_agent
 from runs.actors import Actor
@@ -27,6 +31,7 @@ from runs.services.runs import cancel_run
 from tests.agent_framework_helpers import paying_tool, paying_workflow, payments
 from tests.client_helpers import client_for, deciding, reviewing
 from tests.fake_anthropic import FakeAnthropic, ScriptedModel, cli_env
+from tests.helpers import decide_on
 from tests.test_langgraph_node import graph_of, paid, pay, payment_tool
 from tests.test_openai_agents import payer
 
@@ -192,3 +197,60 @@ def test_claude_agent_ends_with_none_when_the_run_is_cancelled(aovs, admin_user,
         done = asyncio.run(supervise_claude(aovs, options, "Pay INV-7", name=NAME, actions=ACTIONS))
     assert done is None and made == []
     assert run_named().status == "cancelled"
+
+
+# --- what the review found: other runs, a failed resume, a run closed before -----------
+
+
+def test_a_supervised_run_s_agent_never_resumes_another_run(aovs, reviewer):
+    """The token's feed carries every run's decisions: ``supervise`` resumes its own
+    run only (before, another run's decided call was made with this run's agent)."""
+    theirs, mine = [], []
+
+    async def pause_another() -> None:
+        session = await aovs.open_session(title="Another", external_id="another")
+        other = await aovs.start_run(session["id"], goal="Pay", external_id="another")
+        assert await OversightRunner(payer(aovs, theirs), aovs).run("Pay", other["id"]) is None
+
+    asyncio.run(pause_another())
+    decide_on(Operation.objects.get(call_id="pay-1", run__external_id="another"), reviewer)
+    with deciding(reviewer, "pay-1"):  # this run's call, once proposed
+        done = asyncio.run(supervise_agent(aovs, payer(aovs, mine), "Pay INV-7", name=NAME))
+    assert done.final_output == "Reported."
+    assert [entry for _, entry in mine] == [("INV-7", 45)] and theirs == []
+    assert Operation.objects.get(run__external_id="another").status == "approved"
+
+
+class Failing(AgentsModel):
+    """The SDK's scripted model, failing once it has read its tool's answer."""
+
+    async def get_response(self, *args, **kwargs):
+        if self.calls:
+            raise RuntimeError("the model's API is down")
+        return await super().get_response(*args, **kwargs)
+
+
+def test_a_resume_that_fails_ends_supervise_and_leaves_the_run_open(aovs, reviewer):
+    ledger = []
+    agent = payer(aovs, ledger)
+    call = function_call("pay_invoice", {"invoice": "INV-7", "amount": 45}, call_id="pay-1")
+    agent = Agent(
+        name="payer", model=Failing([[call], [assistant_message("-")]]), tools=agent.tools
+    )
+    with deciding(reviewer, "pay-1"), pytest.raises(AgentFailed, match="the model's API is down"):
+        asyncio.run(supervise_agent(aovs, agent, "Pay INV-7", name=NAME))
+    assert run_named().status in ("running", "waiting")  # supervised again, it goes on
+
+
+def test_agent_framework_does_not_follow_a_run_closed_before_the_restart(aovs, tmp_path):
+    ledger = tmp_path / "ledger"
+    tool = paying_tool(aovs, ledger)
+    run_id = asyncio.run(open_named(aovs))
+    driver = WorkflowDriver(lambda: paying_workflow(tool), aovs, tools=[tool])
+    assert asyncio.run(driver.start("Pay INV-7", run_id)) is None
+    asyncio.run(aovs.finish(run_id, "failed", "given up by hand"))
+    restarted = supervise_workflow(
+        aovs, lambda: paying_workflow(tool), "Pay INV-7", name=NAME, tools=[tool]
+    )
+    assert asyncio.run(asyncio.wait_for(restarted, 30)) is None
+    assert payments(ledger) == []

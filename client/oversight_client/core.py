@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from oversight_client.calls import Endpoint
-from oversight_client.errors import Conflict, StaleState, Unreachable
+from oversight_client.errors import Conflict, OversightError, StaleState, Unreachable
 from oversight_client.follower import Follower, events_page, follow_feed, poll_page
 from oversight_client.steps import Sleep, Steps
-from oversight_client.waits import OPERATIONS, REQUESTS, in_reach
+from oversight_client.waits import OPERATIONS, REQUESTS, in_reach, once
 
 log = logging.getLogger(__name__)
 OPEN_RUN = ("queued", "running", "waiting")
+ABANDONED = "The agent gave up on this call while Oversight was out of reach: it was told no."
 STALE_ATTEMPTS = 10  # proposals on "the run as it is" while workers keep moving it
 RequestKind = Literal["question", "sign_off", "choice", "data"]
 
@@ -56,6 +57,10 @@ class Core:
         # A proposal gave up waiting for Oversight, and none got through since: the
         # next ones do not wait again (one outage costs an agent one wait, not one each).
         self.gave_up = False
+        # The (run, call) of proposals given up: one may have reached Oversight with its
+        # answer lost, and its model was told it was not made. Each is withdrawn once
+        # Oversight answers again.
+        self.abandoned: set[tuple[int, str]] = set()
         self.call = endpoint.call
 
     # --- sessions and runs -------------------------------------------------------------
@@ -128,15 +133,17 @@ class Core:
         body = {"status": status, "outcome": outcome, "base_version": base_version}
         return self.call("POST", f"/runs/{run_id}/finish", body)
 
-    def complete(self, run_id: int) -> Steps[dict]:
+    def complete(self, run_id: int, *, patience: float | None = 0) -> Steps[dict]:
         """Finish the run as ``completed`` if it is still open (an admin may have
         cancelled it); one Oversight refuses to finish (an operation still in flight,
-        say) is left open, with a warning. Returns the run as it is then."""
-        run = yield from self.run(run_id)
+        say) is left open, with a warning. Returns the run as it is then. ``patience``
+        as for ``propose``; the proposals given up before are withdrawn first."""
+        run = yield from in_reach(lambda: self.run(run_id), patience)
+        yield from self._withdraw_abandoned()
         if run["status"] not in OPEN_RUN:
             return run
         try:
-            return (yield from self.finish(run_id, "completed"))
+            return (yield from in_reach(lambda: self.finish(run_id, "completed"), patience))
         except Conflict as refused:
             log.warning("run %s stays open: %s", run_id, refused.detail)
             return (yield from self.run(run_id))
@@ -201,10 +208,29 @@ class Core:
         try:
             operation = yield from in_reach(proposing, 0 if self.gave_up else patience)
         except Unreachable:
-            self.gave_up = True
+            if patience != 0:  # given up (not a plain proposal refused at once)
+                self.gave_up = True
+                self.abandoned.add((run_id, call_id))
             raise
         self.gave_up = False
+        yield from self._withdraw_abandoned()
         return operation
+
+    def _withdraw_abandoned(self) -> Steps[None]:
+        """Withdraw the proposals given up that reached Oversight all the same, each
+        sent once (the others wait for the next time Oversight answers). One decided
+        and under way already cannot be: a warning says so."""
+        quick = Core(once(self.endpoint), None)
+        for run_id, call_id in sorted(self.abandoned):
+            try:
+                found = yield from quick.find_operation(run_id=run_id, call_id=call_id)
+                if found is not None:
+                    yield from OPERATIONS.withdraw(quick.endpoint, found["id"], ABANDONED)
+            except Conflict as late:
+                log.warning("call %s, given up, could not be withdrawn: %s", call_id, late)
+            except OversightError:
+                continue  # asked again next time
+            self.abandoned.discard((run_id, call_id))
 
     def _propose(
         self, run_id: int, body: dict, base_version: int | None, idempotency_key: str | None

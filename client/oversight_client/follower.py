@@ -42,12 +42,15 @@ class Follower:
     returns whether it resumed something. What ``handle`` raises is logged and kept in
     ``failed`` under ``subject(event)`` (the thread, the run), and the feed goes on: one
     broken run never holds up the others. ``cursor`` (a ``FileCursor``) keeps the place
-    across restarts; without one, the feed is followed from its start."""
+    across restarts; without one, the feed is followed from its start. With ``only``,
+    the events of any other subject are passed over (``supervise``: one run's agent
+    never resumes another run)."""
 
     handle: Callable[[dict], Any]
     subject: Callable[[dict], Hashable]
     cursor: FileCursor | None = None
     failed: dict[Hashable, str] = field(default_factory=dict)
+    only: Hashable | None = None
     after: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -79,6 +82,8 @@ def poll_page(endpoint: Endpoint, follower: Follower, wait: int = 0) -> Steps[in
 
 def handled(follower: Follower, event: dict) -> Steps[bool]:
     subject = follower.subject(event)
+    if follower.only is not None and subject != follower.only:
+        return False
     try:
         resumed = yield Invoke(follower.handle, (event,))
     except WrongClient:

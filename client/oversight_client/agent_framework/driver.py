@@ -30,7 +30,7 @@ from oversight_client.cursor import FileCursor
 from oversight_client.errors import InvalidRequest, OversightError, RunClosed, Unreachable
 from oversight_client.follower import Follower, cancels, decides
 from oversight_client.in_run import in_run
-from oversight_client.lifecycle import goal_of, is_open, open_named
+from oversight_client.lifecycle import goal_of, is_open, open_named, stopped
 from oversight_client.reach import patiently
 from oversight_client.resuming import say
 from oversight_client.storable import storable
@@ -127,7 +127,7 @@ class WorkflowDriver:
     async def _resume(self, run_id: int) -> bool:
         """Whether the workflow ran again: never in a run no longer open (cancelled,
         failed, finished)."""
-        if not await is_open(self.ovs, run_id):
+        if not await patiently(functools.partial(is_open, self.ovs, run_id), self.ovs.wait_timeout):
             return False
         latest = await self.storage(run_id).latest()
         if latest is None:
@@ -277,17 +277,17 @@ async def supervise(
     driver = WorkflowDriver(
         workflow, ovs, tools=tools, cursor=cursor, allowed_checkpoint_types=allowed_checkpoint_types
     )
+    driver.feed.only = run_id  # one run's agent never resumes another's
     latest = await driver.storage(run_id).latest()
     outputs = await (driver.start(input, run_id) if latest is None else driver.resume(run_id))
     latest = await driver.storage(run_id).latest()
-    if outputs is None and latest is not None and latest.pending_request_info_events:
-
-        def over() -> bool:
-            return any(
-                run_id in ended for ended in (driver.outputs, driver.cancelled, driver.failed)
-            )
-
-        await driver.follow(stop=over)
+    waits = latest is not None and latest.pending_request_info_events
+    if outputs is None and waits and run_id not in driver.failed and await is_open(ovs, run_id):
+        ended = (driver.outputs, driver.cancelled, driver.failed)
+        await driver.follow(stop=lambda: any(run_id in them for them in ended))
+        if not await is_open(ovs, run_id):  # cancelled, or failed by the driver, saying why
+            return None
+        stopped(driver.feed, run_id)
         outputs = driver.outputs.get(run_id)
-    await ovs.complete(run_id)
+    await ovs.complete(run_id, patience=ovs.wait_timeout)
     return outputs

@@ -33,7 +33,7 @@ from oversight_client.aio import AsyncOversight
 from oversight_client.claude_agent.gate import MARK, WAITING, Action, OversightGate
 from oversight_client.cursor import FileCursor
 from oversight_client.errors import Conflict, OversightError, RunClosed
-from oversight_client.lifecycle import is_open, open_named
+from oversight_client.lifecycle import is_open, open_named, stopped
 from oversight_client.resuming import RunResumer, last_mark
 from oversight_client.storable import storable
 from oversight_client.told import NOT_MADE, interrupted
@@ -221,11 +221,14 @@ async def supervise(
     session had ended before this process started."""
     run_id = await open_named(ovs, name, goal or prompt)
     agent = OversightAgent(ovs, actions, options, unsupervised=unsupervised, cursor=cursor)
+    agent.feed.only = run_id  # one run's agent never resumes another's
     result = await agent.recover(prompt, run_id)
     if result is None and await agent.waits(run_id) and await is_open(ovs, run_id):
-        await agent.follow(stop=lambda: run_id in agent.results or run_id in agent.cancelled)
+        ended = (agent.results, agent.cancelled, agent.failed)
+        await agent.follow(stop=lambda: any(run_id in them for them in ended))
+        stopped(agent.feed, run_id)
         result = agent.results.get(run_id)
-    await ovs.complete(run_id)
+    await ovs.complete(run_id, patience=ovs.wait_timeout)
     return result
 
 

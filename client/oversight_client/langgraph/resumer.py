@@ -12,6 +12,7 @@ from oversight_client.follower import Follower, cancels, decides
 from oversight_client.langgraph.node import MARK, is_ours, undecided
 from oversight_client.langgraph.requests import ask_for, resume_value
 from oversight_client.langgraph.threads import run_for_thread
+from oversight_client.lifecycle import stopped
 from oversight_client.sync import Oversight
 
 ENDED_REQUEST = ("answered", "rejected", "expired")  # cancelled: the run was, or we withdrew
@@ -136,11 +137,14 @@ def supervise(
     as reviewers decide. The thread's last values, once it ended and the run is
     finished; None if the run was cancelled."""
     resumer, thread = Resumer(graph, ovs, cursor), config(name)
+    resumer.feed.only = name  # one run's agent never resumes another's
     run_id = run_for_thread(ovs, name)
     if graph.get_state(thread).values:
         resumer.recover(name)
     else:
         resumer.start(input, name)
-    resumer.follow(stop=lambda: not graph.get_state(thread).next or name in resumer.cancelled)
-    ovs.complete(run_id)
+    ended = (resumer.cancelled, resumer.failed)
+    resumer.follow(stop=lambda: not graph.get_state(thread).next or any(name in e for e in ended))
+    stopped(resumer.feed, name)
+    ovs.complete(run_id, patience=ovs.wait_timeout)
     return None if name in resumer.cancelled else graph.get_state(thread).values

@@ -16,7 +16,7 @@ from oversight_client.aio import AsyncOversight
 from oversight_client.cursor import FileCursor
 from oversight_client.errors import ENDED, RunClosed
 from oversight_client.in_run import in_run
-from oversight_client.lifecycle import goal_of, is_open, open_named
+from oversight_client.lifecycle import goal_of, is_open, open_named, stopped
 from oversight_client.openai_agents.questions import asked
 from oversight_client.reach import patiently
 from oversight_client.resuming import RunResumer, last_mark, say
@@ -193,9 +193,12 @@ async def supervise(
     process started."""
     run_id = await open_named(ovs, name, goal or goal_of(input))
     runner = OversightRunner(agent, ovs, cursor)
+    runner.feed.only = run_id  # one run's agent never resumes another's
     result = await runner.recover(input, run_id)
     if result is None and await runner.concluded(run_id) is None and await is_open(ovs, run_id):
-        await runner.follow(stop=lambda: run_id in runner.results or run_id in runner.cancelled)
+        ended = (runner.results, runner.cancelled, runner.failed)
+        await runner.follow(stop=lambda: any(run_id in them for them in ended))
+        stopped(runner.feed, run_id)
         result = runner.results.get(run_id)
-    await ovs.complete(run_id)
+    await ovs.complete(run_id, patience=ovs.wait_timeout)
     return result
