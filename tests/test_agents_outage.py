@@ -4,7 +4,8 @@ server through a relay the test cuts (tests/outage.py) just as the model makes i
 A short outage is waited for: the call is proposed once, waits for a reviewer and is
 made once. One that outlasts the client's ``wait_timeout`` ends the wait: the model
 reads that the call was not made, and the agent goes on; nothing was proposed, nothing
-made. Either way the agent's process carries on (before, ``Unreachable`` ended it).
+made. Either way the agent's process carries on (before, ``Unreachable`` ended it);
+LangGraph's thread opens its run in the outage too, and waits for that as well.
 The Agent Framework stores a checkpoint before it proposes: that too waits, and only a
 checkpoint it could not store ends the workflow, for its caller to start again."""
 
@@ -22,7 +23,7 @@ from langgraph.prebuilt import tools_condition
 from oversight_client import AsyncOversight, NotProposed, Oversight, Unreachable
 from oversight_client.agent_framework import WorkflowDriver
 from oversight_client.core import ABANDONED
-from oversight_client.langgraph import OversightToolNode, Resumer, run_for_thread
+from oversight_client.langgraph import OversightToolNode, Resumer
 from oversight_client.openai_agents import OversightRunner
 from oversight_client.told import UNREACHABLE
 from runs.models import Operation
@@ -95,7 +96,6 @@ def test_langgraph(live_server, client_token, reviewer, tmp_path, short):
     ledger = tmp_path / "ledger"
     with Outage(live_server.url) as outage:
         ovs = Oversight(outage.url, client_token, **QUICK, wait_timeout=30 if short else 3)
-        run_for_thread(ovs, "t-away")  # the thread's run is open before the outage
         resumer = langgraph_agent(ovs, ledger, outage_on_call(outage, short))
         resumer.start({"messages": [HumanMessage("Pay INV-7")]}, "t-away")
         last = resumer.graph.get_state({"configurable": {"thread_id": "t-away"}}).values

@@ -78,6 +78,19 @@ class Core:
         body = given(title=title, agent=agent, external_id=external_id)
         return self.call("POST", "/sessions", body, idempotency_key=idempotency_key)
 
+    def open_run(
+        self, name: str, goal: str, *, title: str = "", patience: float | None = 0
+    ) -> Steps[dict]:
+        """The run named ``name``, in a session named so too: opened the first time,
+        found again afterwards (by a restarted agent, say). ``patience`` as for
+        ``propose``."""
+
+        def opened() -> Steps[dict]:
+            session = yield from self.open_session(title=title or goal[:200], external_id=name)
+            return (yield from self.start_run(session["id"], goal=goal, external_id=name))
+
+        return (yield from self._patiently(opened, patience))
+
     def find_session(self, external_id: str) -> Steps[dict | None]:
         """This token's session named ``external_id``, or None."""
         return first((yield from self.call("GET", "/sessions", query={"external_id": external_id})))
@@ -206,15 +219,25 @@ class Core:
         )
         proposing = functools.partial(self._propose, run_id, body, base_version, idempotency_key)
         try:
-            operation = yield from in_reach(proposing, 0 if self.gave_up else patience)
+            operation = yield from self._patiently(proposing, patience)
         except Unreachable:
             if patience != 0:  # given up (not a plain proposal refused at once)
-                self.gave_up = True
                 self.abandoned.add((run_id, call_id))
             raise
-        self.gave_up = False
         yield from self._withdraw_abandoned()
         return operation
+
+    def _patiently[T](self, make: Callable[[], Steps[T]], patience: float | None) -> Steps[T]:
+        """``make()``'s steps, made again while Oversight is out of reach until
+        ``patience`` has passed (``waits.in_reach``); not waited for again once one
+        such wait gave up, until one gets through (``gave_up``)."""
+        try:
+            result = yield from in_reach(make, 0 if self.gave_up else patience)
+        except Unreachable:
+            self.gave_up = self.gave_up or patience != 0
+            raise
+        self.gave_up = False
+        return result
 
     def _withdraw_abandoned(self) -> Steps[None]:
         """Withdraw the proposals given up that reached Oversight all the same, each

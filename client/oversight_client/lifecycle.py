@@ -12,18 +12,11 @@ from typing import Any
 from oversight_client.aio import AsyncOversight
 from oversight_client.core import OPEN_RUN
 from oversight_client.follower import Follower
-from oversight_client.reach import patiently
 
 
 async def open_named(ovs: AsyncOversight, name: str, goal: str) -> int:
-    """The id of the run named ``name``: its session and run are opened (both named
-    ``name``, so that a restart finds them) the first time, found again afterwards."""
-
-    async def opened() -> int:
-        session = await ovs.open_session(title=goal[:200], external_id=name)
-        return (await ovs.start_run(session["id"], goal=goal, external_id=name))["id"]
-
-    return await patiently(opened, ovs.wait_timeout)
+    """The id of the run named ``name`` (``open_run``), Oversight away waited for."""
+    return (await ovs.open_run(name, goal, patience=ovs.wait_timeout))["id"]
 
 
 async def is_open(ovs: AsyncOversight, run_id: int) -> bool:

@@ -289,5 +289,5 @@ async def supervise(
             return None
         stopped(driver.feed, run_id)
         outputs = driver.outputs.get(run_id)
-    await ovs.complete(run_id, patience=ovs.wait_timeout)
-    return outputs
+    run = await ovs.complete(run_id, patience=ovs.wait_timeout)
+    return None if run["status"] == "cancelled" else outputs

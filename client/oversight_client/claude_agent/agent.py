@@ -228,8 +228,8 @@ async def supervise(
         await agent.follow(stop=lambda: any(run_id in them for them in ended))
         stopped(agent.feed, run_id)
         result = agent.results.get(run_id)
-    await ovs.complete(run_id, patience=ovs.wait_timeout)
-    return result
+    run = await ovs.complete(run_id, patience=ovs.wait_timeout)
+    return None if run["status"] == "cancelled" else result
 
 
 class Quiet:

@@ -146,5 +146,5 @@ def supervise(
     ended = (resumer.cancelled, resumer.failed)
     resumer.follow(stop=lambda: not graph.get_state(thread).next or any(name in e for e in ended))
     stopped(resumer.feed, name)
-    ovs.complete(run_id, patience=ovs.wait_timeout)
-    return None if name in resumer.cancelled else graph.get_state(thread).values
+    run = ovs.complete(run_id, patience=ovs.wait_timeout)
+    return None if run["status"] == "cancelled" else graph.get_state(thread).values

@@ -18,7 +18,7 @@ def thread_of(config: RunnableConfig) -> str:
 @functools.lru_cache(maxsize=4096)
 def run_for_thread(ovs: Oversight, thread_id: str) -> int:
     """The id of the run named ``thread_id``: opened (session and run, both named by the
-    thread) the first time, found again afterwards, by this process or another."""
+    thread) the first time, found again afterwards, by this process or another;
+    Oversight out of reach is waited for, as a call waits for a person."""
     title = f"LangGraph thread {thread_id}"
-    session = ovs.open_session(title=title, external_id=thread_id)
-    return ovs.start_run(session["id"], goal=title, external_id=thread_id)["id"]
+    return ovs.open_run(thread_id, title, patience=ovs.wait_timeout)["id"]

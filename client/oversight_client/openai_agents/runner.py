@@ -200,5 +200,5 @@ async def supervise(
         await runner.follow(stop=lambda: any(run_id in them for them in ended))
         stopped(runner.feed, run_id)
         result = runner.results.get(run_id)
-    await ovs.complete(run_id, patience=ovs.wait_timeout)
-    return result
+    run = await ovs.complete(run_id, patience=ovs.wait_timeout)
+    return None if run["status"] == "cancelled" else result
