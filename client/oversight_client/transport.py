@@ -78,11 +78,20 @@ class UrllibTransport:
         )
         try:
             with self.opener.open(outgoing, timeout=request.timeout) as answer:
-                return HttpResponse(answer.status, lower(answer.headers.items()), answer.read())
+                return framed(answer.status, lower(answer.headers.items()), answer.read())
         except urllib.error.HTTPError as error:
-            return HttpResponse(error.code, lower(error.headers.items()), error.read())
+            return framed(error.code, lower(error.headers.items()), error.read())
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             raise TransportError(str(exc) or type(exc).__name__) from exc
+
+
+def framed(status: int, headers: dict[str, str], body: bytes) -> HttpResponse:
+    """The answer, unless it was cut short before it said how long it is: http.client
+    takes a connection closed in the middle of the headers for their end, and then
+    reads an empty body. The API always frames its answers (a length, or chunks)."""
+    if not body and "content-length" not in headers and "transfer-encoding" not in headers:
+        raise TransportError("the connection closed before the answer's length was known")
+    return HttpResponse(status, headers, body)
 
 
 class StreamTransport:
@@ -173,7 +182,9 @@ async def read_response(reader: asyncio.StreamReader) -> HttpResponse:
     if not version.startswith("HTTP/") or not status.strip().isdigit():
         raise ValueError(f"not an HTTP answer: {status_line[:80]!r}")
     headers: dict[str, str] = {}
-    while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
+    while (line := await reader.readline()) not in (b"\r\n", b"\n"):
+        if not line.endswith(b"\n"):  # closed before the headers' end: an answer cut short
+            raise EOFError("the connection closed in the middle of the answer's headers")
         name, _, value = line.decode("latin-1").partition(":")
         headers[name.strip().lower()] = value.strip()
     return HttpResponse(int(status), headers, await read_body(reader, headers))
