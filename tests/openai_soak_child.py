@@ -8,10 +8,7 @@ scripted from the conversation (a restarted agent says the same thing): it pays 
 then INV-2… whatever each answer was, then says how many answers it read. Payments go
 to ``DIR/ledger.txt`` with their idempotency key, which ``verify`` reads back."""
 
-import argparse
 import asyncio
-import os
-from pathlib import Path
 
 from agents import Agent, ModelResponse, Usage, set_tracing_disabled
 from agents.models.interface import Model
@@ -20,6 +17,7 @@ from agents.testing import assistant_message, function_call
 from oversight_client import AsyncOversight, Observed
 from oversight_client.cursor import FileCursor
 from oversight_client.openai_agents import supervise, supervised_function_tool
+from tests.soaking import calls, client, command_line, invoice
 
 LEASE_SECONDS = 2  # a takeover after a kill comes soon
 
@@ -34,8 +32,7 @@ class Invoices(Model):
             said = assistant_message(f"Done: {len(answers)} answers")
             return ModelResponse(output=[said], usage=Usage(), response_id=None)
         n = len(answers) + 1
-        arguments = {"invoice": f"INV-{n}", "amount": 10 * n}
-        call = function_call("pay_invoice", arguments, call_id=f"pay-{n}")
+        call = function_call("pay_invoice", invoice(n), call_id=f"pay-{n}")
         return ModelResponse(output=[call], usage=Usage(), response_id=None)
 
     def stream_response(self, *args, **kwargs):
@@ -43,13 +40,9 @@ class Invoices(Model):
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("url")
-    parser.add_argument("run")
-    parser.add_argument("--state", type=Path)
-    options = parser.parse_args()
+    options = command_line()
     ledger = options.state / "ledger.txt"
-    ovs = AsyncOversight(options.url, os.environ["OVERSIGHT_TOKEN"], backoff=0.1)
+    ovs = client(AsyncOversight, options.url)
 
     async def paid(arguments: dict, key: str) -> Observed:
         lines = ledger.read_text().splitlines() if ledger.exists() else []
@@ -64,7 +57,7 @@ async def main() -> None:
             out.write(f"{invoice} {amount}\n[{idempotency_key}]\n")
         return {"paid": invoice, "amount": amount}
 
-    agent = Agent(name="payer", model=Invoices(int(os.environ["SOAK_CALLS"])), tools=[pay_invoice])
+    agent = Agent(name="payer", model=Invoices(calls()), tools=[pay_invoice])
     cursor = FileCursor(options.state / "cursor")
     done = await supervise(ovs, agent, "Pay the invoices", name=options.run, cursor=cursor)
     print(done.final_output if done else "cancelled", flush=True)
