@@ -219,3 +219,27 @@ def test_a_proposal_given_up_that_reached_oversight_is_withdrawn_once_it_answers
     given_up.refresh_from_db()
     assert (given_up.status, given_up.status_reason) == ("cancelled", ABANDONED)
     assert made == ["paid again"]
+
+
+def test_a_call_given_up_is_never_proposed_again(live_server, client_token, run_id, reviewer):
+    """Its model was told it was not made: asked again under the same call id (an
+    adapter's tool body after its approval hook gave up, say), it is not proposed, even
+    with Oversight back, and never waits for a reviewer in the agent's process."""
+    made = []
+    with Outage(live_server.url) as outage:
+        away = Oversight(outage.url, client_token, **QUICK, wait_timeout=1)
+
+        @away.tool(**NOTE, verify=lambda arguments, key: "applied" if made else "absent")
+        def append_note(line: str, *, idempotency_key: str) -> None:
+            made.append(line)
+
+        outage.cut()
+        with pytest.raises(NotProposed):
+            append_note(run_id, "note-1", line="paid")
+        outage.restore()
+        with pytest.raises(NotProposed, match="given up"):
+            append_note(run_id, "note-1", line="paid")
+        assert not Operation.objects.exists() and made == []
+        with deciding(reviewer, "note-2"):
+            append_note(run_id, "note-2", line="paid")  # another call goes through
+    assert made == ["paid"]

@@ -59,8 +59,9 @@ class Core:
         self.gave_up = False
         # The (run, call) of proposals given up: one may have reached Oversight with its
         # answer lost, and its model was told it was not made. Each is withdrawn once
-        # Oversight answers again.
+        # Oversight answers again (``abandoned``), and never proposed again (``not_made``).
         self.abandoned: set[tuple[int, str]] = set()
+        self.not_made: set[tuple[int, str]] = set()
         self.call = endpoint.call
 
     # --- sessions and runs -------------------------------------------------------------
@@ -223,6 +224,7 @@ class Core:
         except Unreachable:
             if patience != 0:  # given up (not a plain proposal refused at once)
                 self.abandoned.add((run_id, call_id))
+                self.not_made.add((run_id, call_id))
             raise
         yield from self._withdraw_abandoned()
         return operation

@@ -77,7 +77,10 @@ def supervised(
 ) -> Steps[Any]:
     """One call of a supervised tool; returns the committed operation's output. Oversight
     out of reach while it is proposed is waited for, until the client's ``wait_timeout``
-    (then ``NotProposed``)."""
+    (then ``NotProposed``). A call given up so once (by an adapter's approval hook, say)
+    is not proposed again: its model is told it was not made, and that stays true."""
+    if (run_id, call_id) in core.not_made:
+        raise NotProposed(None, "unreachable", f"call {call_id} was given up: not proposed")
     try:
         proposed = yield from core.propose(
             run_id, call_id, arguments=arguments, patience=core.wait_timeout, **options.proposal
