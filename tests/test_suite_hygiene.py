@@ -22,6 +22,10 @@ ALLOWED = {
     ("test_client_async.py", "await asyncio.sleep(0)"): (
         "yields to the event loop once, so that an async tool really awaits: waits for nothing"
     ),
+    ("test_claude_agent.py", "await asyncio.sleep(6)  # a payment system that takes its time"): (
+        "a tool that runs past the agent's quiet_seconds, as the CLI says nothing meanwhile: "
+        "what is tested"
+    ),
 }
 
 
