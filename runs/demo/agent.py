@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from oversight_client import Oversight
+from oversight_client import Conflict, Oversight, RunClosed
 from runs.actions.files import workspace_of
 from runs.canonical import sha256_hex
 from runs.models import Project
@@ -72,14 +72,26 @@ class DemoAgent:
                 continue
             ended = {op["status"] for op in run["recovery"]["operations"]}
             if ended <= {"committed"}:
-                self.client.finish(run_id, "completed")
+                self.finish(run_id, "completed")
             else:
                 summary = ", ".join(sorted(ended))
-                self.client.finish(
-                    run_id, "partial", f"Not every operation went through: {summary}"
-                )
-            self.runs.discard(run_id)
+                self.finish(run_id, "partial", f"Not every operation went through: {summary}")
         return waiting
+
+    def finish(self, run_id: int, status: str, outcome: str = "") -> None:
+        """Finish the run as read a moment ago, unless it moved on since: an admin
+        cancelled it (it is left as it ended), or an alert or an effect in flight
+        holds it (it is looked at again next tick)."""
+        try:
+            self.client.finish(run_id, status, outcome)
+        except RunClosed:
+            pass
+        except Conflict as refusal:
+            if refusal.code != "run_not_accepting":
+                raise
+            log.info("run %s not finished yet: %s", run_id, refusal.detail)
+            return
+        self.runs.discard(run_id)
 
     # --- helpers -------------------------------------------------------------------------
 
