@@ -77,8 +77,8 @@ from runs.actions.files import workspace_of  # noqa: E402
 from runs.actors import Actor  # noqa: E402
 from runs.canonical import sha256_hex  # noqa: E402
 from runs.demo.target import make_server  # noqa: E402
+from runs.durable_files import INCOMING  # noqa: E402
 from runs.models import Account, Checkpoint, LedgerEntry, Operation, Project  # noqa: E402
-from runs.services.artifacts import INCOMING  # noqa: E402
 from runs.services.proposals import propose_operation  # noqa: E402
 from runs.services.runs import open_session, start_run  # noqa: E402
 from runs.throwaway import throwaway_database  # noqa: E402

@@ -201,3 +201,56 @@ def bound_postgres_sessions(database: dict, *, idle: int, lock_wait: int, statem
     given = database["OPTIONS"].get("options", "")
     settings = " ".join(f"-c {name}={seconds * 1000}" for name, seconds in bounds.items())
     database["OPTIONS"]["options"] = f"{given} {settings}".strip()
+
+
+# What an object store's URL may say besides its bucket and prefix, and the S3
+# backend's option each sets.
+S3_OPTIONS = {"endpoint_url": "endpoint_url", "region": "region_name"}
+ADDRESSING_STYLES = {"path", "virtual", "auto"}
+
+
+def artifact_storage(url: str) -> dict:
+    """``STORAGES["artifacts"]``: the local folder (``OVERSIGHT_ARTIFACT_ROOT``) when
+    ``url`` is empty; else the S3-compatible object store it names,
+    ``s3://bucket[/prefix][?endpoint_url=…&region=…&addressing_style=path]``.
+
+    Credentials are never in the URL: boto3 reads them from ``AWS_ACCESS_KEY_ID`` and
+    ``AWS_SECRET_ACCESS_KEY`` (or the machine's role). Every request to the store is
+    bounded (5 s to connect, 30 s to read, 3 attempts): a store that hangs holds a
+    worker or a page that long at most, and then counts as out of reach."""
+    if not url:
+        return {"BACKEND": "runs.artifact_store.DurableFileSystemStorage"}
+    name = "OVERSIGHT_ARTIFACT_STORE"
+    parts = urlsplit(url)
+    if parts.scheme != "s3" or not parts.netloc:
+        raise ImproperlyConfigured(f"{name} must be s3://bucket[/prefix][?options], not {url!r}")
+    if "@" in parts.netloc:
+        raise ImproperlyConfigured(
+            f"{name} must not carry credentials: set AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY instead"
+        )
+    options = dict(parse_qsl(parts.query))
+    style = options.pop("addressing_style", "auto")
+    if unknown := sorted(set(options) - set(S3_OPTIONS)):
+        known = ", ".join(sorted([*S3_OPTIONS, "addressing_style"]))
+        raise ImproperlyConfigured(f"{name} has an unknown option {unknown[0]!r} (known: {known})")
+    if style not in ADDRESSING_STYLES:
+        raise ImproperlyConfigured(f"{name}: addressing_style must be path, virtual or auto")
+    from botocore.config import Config  # Only where an object store is configured.
+
+    return {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": parts.netloc,
+            "location": unquote(parts.path).strip("/"),
+            **{S3_OPTIONS[key]: value for key, value in options.items()},
+            "file_overwrite": True,
+            "default_acl": None,
+            "client_config": Config(
+                connect_timeout=5,
+                read_timeout=30,
+                retries={"max_attempts": 3, "mode": "standard"},
+                s3={"addressing_style": style},
+            ),
+        },
+    }

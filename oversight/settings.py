@@ -9,6 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
 from oversight.env import (
+    artifact_storage,
     bound_postgres_sessions,
     database_from_url,
     env_bool,
@@ -300,8 +301,10 @@ SECURE_CSP = {
 
 # --- Oversight ---------------------------------------------------------------------------
 
-# Content-addressed artifact blobs (sha256); durable storage next to the database.
+# Content-addressed artifact blobs (sha256) in the artifact store (runs/artifact_store.py):
+# a local folder next to the database, or an object store shared by several machines.
 OVERSIGHT_ARTIFACT_ROOT = Path(env_str("OVERSIGHT_ARTIFACT_ROOT", str(VAR_DIR / "artifacts")))
+STORAGES["artifacts"] = artifact_storage(env_str("OVERSIGHT_ARTIFACT_STORE", ""))
 OVERSIGHT_ARTIFACT_MAX_BYTES = env_int("OVERSIGHT_ARTIFACT_MAX_BYTES", 25 * 2**20, minimum=1)
 # How long a proposal waits for a decision before it ends as expired (fail closed).
 OVERSIGHT_DECISION_TIMEOUT = timedelta(

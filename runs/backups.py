@@ -36,16 +36,15 @@ from django.db.migrations.loader import MigrationLoader
 from django.utils import timezone
 
 from oversight.version import VERSION
-from runs import database_copies
+from runs import artifact_store, database_copies
 from runs.actors import Actor
 from runs.clock import db_now
+from runs.durable_files import file_sha256, sync_folder
 from runs.engine.executor import NOTHING_CAPTURED, RESTORED
 from runs.errors import InvalidInput, OversightError, StaleVersion
 from runs.models import Operation, WorkerHeartbeat
-from runs.models.artifacts import blob_path
 from runs.models.operations import LEASED
 from runs.models.workers import WorkerPause
-from runs.services.artifacts import file_sha256, sync_folder, write_durably
 from runs.services.pauses import pause_workers, resume_workers
 from runs.transitions import transition_operation
 
@@ -101,12 +100,12 @@ def backup(path: Path) -> dict:
 def _kept(sha256: str, referenced: bool) -> bool:
     """Whether the archive holds this artifact: yes if its blob is there; an orphan
     collected since the copy is left out; a referenced one missing fails the backup."""
-    if blob_path(sha256).is_file():
+    if artifact_store.exists(sha256):
         return True
     if referenced:
         raise InvalidInput(
-            f"artifact {sha256} is referenced by a checkpoint but missing from "
-            f"{settings.OVERSIGHT_ARTIFACT_ROOT}: a backup without it would not restore "
+            f"artifact {sha256} is referenced by a checkpoint but missing from the "
+            "artifact store: a backup without it would not restore "
             "(check_invariants lists what is missing)"
         )
     return False
@@ -130,9 +129,14 @@ def _write_archive(path: Path, manifest: dict, database: Path) -> None:
 
 
 def _artifact_bytes(sha256: str, size: int) -> bytes:
-    content = blob_path(sha256).read_bytes()
-    if len(content) != size or hashlib.sha256(content).hexdigest() != sha256:
-        raise InvalidInput(f"artifact {sha256} in storage no longer has its sha256: damaged")
+    try:
+        content = artifact_store.read(sha256)
+    except artifact_store.ArtifactDamaged:
+        raise InvalidInput(
+            f"artifact {sha256} in storage no longer has its sha256: damaged"
+        ) from None
+    if len(content) != size:
+        raise InvalidInput(f"artifact {sha256} in storage has {len(content)} bytes, not {size}")
     return content
 
 
@@ -292,7 +296,7 @@ def _write_artifacts(archive: Checked) -> None:
             content = _read(tar, ARTIFACTS + artifact["sha256"], archive.path)
             if hashlib.sha256(content).hexdigest() != artifact["sha256"]:
                 raise InvalidInput(f"{archive.path} changed while it was being restored")
-            write_durably(blob_path(artifact["sha256"]), content)
+            artifact_store.save(artifact["sha256"], content)
 
 
 @transaction.atomic

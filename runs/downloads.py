@@ -3,12 +3,11 @@ the bytes and their media type, so a download is always an attachment, never sni
 and served as its declared type only when a browser would not run that type (HTML,
 SVG, XML and scripts go out as ``application/octet-stream``)."""
 
-from pathlib import Path
-
-from django.http import Http404
+from django.http import FileResponse, Http404
 from django.http.response import HttpResponseBase
 from django.utils.http import content_disposition_header
 
+from runs import artifact_store
 from runs.models import CheckpointArtifact
 
 SAFE_TYPES = frozenset(
@@ -34,12 +33,18 @@ def served_type(media_type: str) -> str:
     return declared if declared in SAFE_TYPES else "application/octet-stream"
 
 
-def stored_path(reference: CheckpointArtifact) -> Path:
-    """Where the referenced bytes are; a 404 if they are missing from storage."""
-    path = reference.artifact.path
-    if not path.exists():
-        raise Http404("The artifact's bytes are missing from storage.")
-    return path
+def download(reference: CheckpointArtifact) -> HttpResponseBase:
+    """The referenced bytes, streamed once they were read whole and checked against
+    their sha256: a 404 if they are missing or damaged in the store (while the store
+    cannot be reached, ``StoreUnavailable`` is answered 503 as any request's is)."""
+    sha256 = reference.artifact.sha256
+    try:
+        stored = artifact_store.checked(sha256)
+    except artifact_store.ArtifactMissing:
+        raise Http404("The artifact's bytes are missing from storage.") from None
+    except artifact_store.ArtifactDamaged:
+        raise Http404("The artifact's bytes in storage no longer match their sha256.") from None
+    return attachment(FileResponse(stored), reference)
 
 
 def attachment(response: HttpResponseBase, reference: CheckpointArtifact) -> HttpResponseBase:

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 
-from runs import machines
+from runs import artifact_store, machines
 from runs.actions.registry import get_action, parse_arguments
 from runs.chain import verify_all_chains
 from runs.errors import InvalidInput
@@ -123,11 +123,13 @@ def checkpoints_in_their_runs_project() -> Iterator[str]:
 
 def referenced_artifacts_exist() -> Iterator[str]:
     for artifact in Artifact.objects.filter(refs__isnull=False).distinct().iterator():
-        path = artifact.path
-        if not path.exists():
+        try:
+            stored = artifact_store.size(artifact.sha256)
+        except artifact_store.ArtifactMissing:
             yield f"artifact {artifact.sha256} is referenced by a checkpoint but missing"
-        elif path.stat().st_size != artifact.size:
-            yield f"artifact {artifact.sha256} has {path.stat().st_size} bytes, not {artifact.size}"
+            continue
+        if stored != artifact.size:
+            yield f"artifact {artifact.sha256} has {stored} bytes, not {artifact.size}"
 
 
 def waiting_runs_have_reason() -> Iterator[str]:

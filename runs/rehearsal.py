@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core import mail
 from django.core.mail.backends import locmem
@@ -136,7 +137,13 @@ def _surroundings() -> Iterator[None]:
         tempfile.TemporaryDirectory(prefix="oversight-rehearsal-") as root,
         override_settings(
             OVERSIGHT_WORKSPACE=Path(root) / "workspace",
-            OVERSIGHT_ARTIFACT_ROOT=Path(root) / "artifacts",
+            STORAGES={
+                **settings.STORAGES,
+                "artifacts": {
+                    "BACKEND": "runs.artifact_store.DurableFileSystemStorage",
+                    "OPTIONS": {"location": str(Path(root) / "artifacts")},
+                },
+            },
             MAILERS={"default": {"BACKEND": "runs.rehearsal.DroppingMailBackend"}},
             OVERSIGHT_EMAIL_ALLOWED_DOMAINS=[],
             OVERSIGHT_ALERT_EMAILS=[],

@@ -22,7 +22,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.recorder import MigrationRecorder
 from django.db.migrations.state import StateApps
 
-from runs.models.artifacts import blob_path
+from tests.helpers import blob
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FIXTURE = json.loads((FIXTURES / "first_migration.json").read_text())
@@ -35,7 +35,7 @@ def make_first_migration_database() -> StateApps:
     apps = migrate_to_first_migration()
     load_rows(apps)
     for sha256, content in FIXTURE["blobs"].items():
-        path = blob_path(sha256)
+        path = blob(sha256)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(content))
     return apps

@@ -12,9 +12,17 @@ from django.core.management import call_command
 from django.test import Client
 
 import oversight
+from runs import artifact_store
 from runs.engine.worker import Worker
 from runs.models import Checkpoint, Decision, HumanRequest, Message, Operation, Run
 from runs.services.decisions import decide
+
+
+def blob(artifact) -> Path:
+    """Where the local artifact store keeps ``artifact``'s bytes (an ``Artifact`` or a
+    sha256): for tests that read, damage or remove them behind Oversight's back."""
+    sha256 = getattr(artifact, "sha256", artifact)
+    return Path(artifact_store.storage().path(artifact_store.name_of(sha256)))
 
 
 def stored() -> tuple:

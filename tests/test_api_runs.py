@@ -341,7 +341,7 @@ def test_upload_and_fetch_an_artifact(api, run):
     assert run.checkpoints.order_by("-seq").first().event == "artifact.attached"
     fetched = api.get(f"/artifacts/{sha}")
     assert fetched.status_code == 200
-    assert fetched.content == b"hello\n"
+    assert fetched.getvalue() == b"hello\n"
     assert fetched["Content-Type"] == "text/plain"
 
 
@@ -385,7 +385,7 @@ def test_another_projects_artifact_is_not_found(api, other_api, other_run):
     response = other_api.post(f"/runs/{other_run.pk}/artifacts", artifact_body(b"theirs"))
     assert response.status_code == 201
     problem(api.get(f"/artifacts/{response.json()['sha256']}"), 404)
-    assert other_api.get(f"/artifacts/{response.json()['sha256']}").content == b"theirs"
+    assert other_api.get(f"/artifacts/{response.json()['sha256']}").getvalue() == b"theirs"
 
 
 # --- limits ---------------------------------------------------------------------------------

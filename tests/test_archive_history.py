@@ -29,7 +29,6 @@ from runs.models import (
     Role,
     Run,
 )
-from runs.models.artifacts import blob_path
 from runs.payloads import MessageKind
 from runs.services.alerts import raise_alert
 from runs.services.artifacts import attach_artifact
@@ -37,7 +36,7 @@ from runs.services.requeues import requeue_operation
 from runs.services.runs import append_message, finish_run, open_session, start_run
 from runs.transitions import record_run_event, transition_operation, transition_run
 from tests.conftest import AGENT, issued, make_user
-from tests.helpers import decide_on, invariants_hold, stored
+from tests.helpers import blob, decide_on, invariants_hold, stored
 
 CUT = "--before"
 
@@ -114,7 +113,7 @@ def out(tmp_path):
 def test_a_finished_run_older_than_the_cut_is_archived_and_pruned(old, session, out):
     recent = ended(new_run(session, "Recent"), 10, report=b"recent report\n")
     unfinished = aged(new_run(session, "Still open"), 400)
-    old_blob = blob_path(sha256_hex(b"old report\n"))
+    old_blob = blob(sha256_hex(b"old report\n"))
 
     said = archive("--out", str(out), CUT, cut_at(30))
 
@@ -127,7 +126,7 @@ def test_a_finished_run_older_than_the_cut_is_archived_and_pruned(old, session, 
     for model in (Checkpoint, Operation, Message):
         assert not model.objects.filter(run_id=old.pk).exists()
     assert not old_blob.exists()
-    assert blob_path(sha256_hex(b"recent report\n")).exists()
+    assert blob(sha256_hex(b"recent report\n")).exists()
     assert chains_verify()
     assert invariants_hold()
 

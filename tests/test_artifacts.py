@@ -15,11 +15,11 @@ from django.utils import timezone
 from runs.canonical import sha256_hex
 from runs.errors import InvalidInput
 from runs.models import Artifact, CheckpointArtifact, Run
-from runs.models.artifacts import blob_path
 from runs.services.artifacts import attach_artifact, collect_orphan_artifacts, store_artifact
 from runs.transitions import transition_run
 from tests.api_helpers import artifact_body, problem
 from tests.conftest import AGENT
+from tests.helpers import blob
 
 pytest_plugins = ["tests.api_helpers"]
 
@@ -50,8 +50,8 @@ def test_same_bytes_are_stored_once(db, artifact_root):
     second = store_artifact(content)
     assert first.pk == second.pk
     assert Artifact.objects.count() == 1
-    assert stored_files(artifact_root) == [first.path]
-    assert first.path.read_bytes() == content
+    assert stored_files(artifact_root) == [blob(first)]
+    assert blob(first).read_bytes() == content
     assert first.sha256 == hashlib.sha256(content).hexdigest()
     assert first.size == len(content)
 
@@ -60,13 +60,13 @@ def test_attached_artifact_is_on_disk_before_the_checkpoint_names_it(run):
     """The order a crash relies on (bytes on disk, then the artifact's row, then the
     checkpoint's reference), watched as each row goes to the database."""
     content = b"x = 1\n"
-    blob = blob_path(sha256_hex(content))
+    stored_blob = blob(sha256_hex(content))
     watched = [Artifact._meta.db_table, CheckpointArtifact._meta.db_table]
     inserts = []
 
     def watch(execute, sql, params, many, context):
         if table := next((t for t in watched if sql.startswith(f'INSERT INTO "{t}"')), None):
-            inserts.append((table, blob.exists() and blob.read_bytes() == content))
+            inserts.append((table, stored_blob.exists() and stored_blob.read_bytes() == content))
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(watch):
@@ -131,12 +131,12 @@ def test_collection_removes_only_old_unreferenced_blobs(run, referenced, age, re
     backdate(artifact, age)
     assert collect_orphan_artifacts(older_than=GRACE) == ([artifact.sha256] if removed else [])
     assert Artifact.objects.filter(pk=artifact.pk).exists() is not removed
-    assert artifact.path.exists() is not removed
+    assert blob(artifact).exists() is not removed
 
 
 def test_collection_removes_a_stray_file_that_has_no_row(db):
     digest = hashlib.sha256(b"stray").hexdigest()
-    path = blob_path(digest)
+    path = blob(digest)
     path.parent.mkdir(parents=True)
     path.write_bytes(b"stray")
     old = (timezone.now() - 2 * GRACE).timestamp()
@@ -197,6 +197,6 @@ def test_a_download_is_an_attachment_a_browser_will_not_run(downloads, declared,
 def test_an_artifact_whose_bytes_are_gone_is_a_404_through_the_api(api, run):
     body = artifact_body(b"lost", name="lost.txt")
     sha = api.post(f"/runs/{run.pk}/artifacts", body).json()["sha256"]
-    Artifact.objects.get(sha256=sha).path.unlink()
+    blob(sha).unlink()
 
     problem(api.get(f"/artifacts/{sha}"), 404)

@@ -36,7 +36,7 @@ from runs.services.requests import ask
 from runs.services.runs import append_message, open_session, start_run
 from runs.services.tokens import issue_token
 from tests.conftest import AGENT
-from tests.helpers import decide_on, stored
+from tests.helpers import blob, decide_on, stored
 from tests.webhook_receivers import endpoint_with_delivery
 
 HTMX = {"HX-Request": "true"}
@@ -337,7 +337,7 @@ def test_artifact_version_is_verified_and_shown_as_text(as_auditor, story):
 
 def test_artifact_whose_bytes_were_overwritten_does_not_verify(as_auditor, story):
     first = versions(story, "report.txt")[0]
-    first.artifact.path.write_bytes(b"alpha\nomega\ngamma\n")
+    blob(first.artifact).write_bytes(b"alpha\nomega\ngamma\n")
 
     text = page(as_auditor, f"/audit/artifacts/{first.pk}/")
 
@@ -347,7 +347,7 @@ def test_artifact_whose_bytes_were_overwritten_does_not_verify(as_auditor, story
 
 def test_artifact_whose_bytes_are_missing_says_so(as_auditor, story):
     first, second = versions(story, "report.txt")
-    first.artifact.path.unlink()
+    blob(first.artifact).unlink()
 
     missing = page(as_auditor, f"/audit/artifacts/{first.pk}/")
     compared = page(as_auditor, f"/audit/artifacts/{second.pk}/")
@@ -570,7 +570,7 @@ def test_evidence_bundle_of_a_tampered_run_says_the_chain_is_broken(as_auditor, 
 
 def test_evidence_bundle_lists_missing_artifact_bytes(as_auditor, story):
     first = versions(story, "report.txt")[0]
-    first.artifact.path.unlink()
+    blob(first.artifact).unlink()
 
     evidence, archive = bundle(as_auditor, story)
 
@@ -580,7 +580,7 @@ def test_evidence_bundle_lists_missing_artifact_bytes(as_auditor, story):
 
 def test_evidence_bundle_names_artifact_bytes_altered_on_disk(as_auditor, story):
     first = versions(story, "report.txt")[0]
-    first.artifact.path.write_bytes(b"rewritten on disk")
+    blob(first.artifact).write_bytes(b"rewritten on disk")
 
     evidence, archive = bundle(as_auditor, story)
 

@@ -29,7 +29,7 @@ from runs.services.artifacts import attach_artifact
 from runs.services.runs import start_run
 from runs.transitions import transition_operation
 from tests.conftest import AGENT
-from tests.helpers import decide_on
+from tests.helpers import blob, decide_on
 from tests.processes import ROOT, child_env, manage, wait_for_line
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
@@ -98,7 +98,7 @@ def test_a_backup_never_overwrites_a_file(tmp_path):
 
 def test_a_backup_whose_referenced_artifact_is_gone_fails_and_writes_nothing(run, tmp_path):
     artifact = attach_artifact(run=run, name="invoice.txt", content=NOTE, actor=AGENT)
-    artifact.path.unlink()
+    blob(artifact).unlink()
     archive = tmp_path / "backups" / "oversight.tar"
 
     done = manage("backup", str(archive))

@@ -13,6 +13,7 @@ from runs.canonical import json_hash
 from runs.chain import verify_run_chain
 from runs.invariants import as_shown, unfinished_operations
 from runs.models import Artifact, Checkpoint, Decision, Operation, Project, Run
+from tests.helpers import blob
 
 
 @pytest.fixture
@@ -108,7 +109,7 @@ def commit_on_an_approval_an_edit_retracted() -> list[str]:
 
 def delete_artifact_file() -> list[str]:
     artifact = Artifact.objects.get(refs__name="README.md")
-    artifact.path.unlink()
+    blob(artifact).unlink()
     return [f"artifact {artifact.sha256} is referenced by a checkpoint but missing"]
 
 

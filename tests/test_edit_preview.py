@@ -16,7 +16,7 @@ from runs.errors import PreviewChanged
 from runs.models import CheckpointArtifact, Decision, Operation
 from runs.preview_changes import digest
 from runs.services.previews import preview_hash, preview_of, stored_preview
-from tests.helpers import decide_on, page_of, refused, stored
+from tests.helpers import blob, decide_on, page_of, refused, stored
 from tests.test_previews import readme, write  # noqa: F401 (a fixture)
 from tests.test_verify_evidence import rewrite, verify
 
@@ -77,7 +77,7 @@ def test_an_edit_keeps_the_preview_of_the_edited_arguments(reviewer, op):
     assert stored_preview(decision.preview_sha256) == shown
     kept = CheckpointArtifact.objects.get(checkpoint__operation=op, name__startswith="previews/")
     assert kept.name == f"previews/operation-{op.pk}.json"
-    assert json.loads(kept.artifact.path.read_bytes()) == shown
+    assert json.loads(blob(kept.artifact).read_bytes()) == shown
     assert (op.status, op.arguments["content"]) == (Operation.Status.APPROVED, EDITED)
 
 

@@ -42,7 +42,7 @@ from runs.models import (
 )
 from runs.services.alerts import acknowledge_alert, resolve_alert
 from runs.services.runs import cancel_run
-from tests.helpers import decide_on, drained, invariants_hold, refused, steps_since
+from tests.helpers import blob, decide_on, drained, invariants_hold, refused, steps_since
 
 LEASE = timedelta(seconds=30)
 CLAIM = ("operation.status", "approved", "in_flight")
@@ -118,7 +118,7 @@ def test_file_write_keeps_the_previous_version_as_an_artifact(approved, existing
     ref = op.checkpoints.get(event="operation.intent").artifact_refs.get()
     assert ref.name == f"workspace/{PATH}@before"
     assert op.intent["previous"] == ref.artifact.sha256 == sha256_hex(b"previous\n")
-    assert ref.artifact.path.read_bytes() == b"previous\n"
+    assert blob(ref.artifact).read_bytes() == b"previous\n"
 
 
 def test_ledger_transfer_moves_the_money_once(approved):

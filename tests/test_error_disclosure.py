@@ -16,8 +16,8 @@ from runs.canonical import sha256_hex
 from runs.engine.boundaries import EXECUTED
 from runs.engine.deliveries import deliver_due
 from runs.models import Alert
-from runs.models.artifacts import blob_path
 from tests.api_helpers import ServerAgent
+from tests.helpers import blob
 
 pytest_plugins = ["tests.api_helpers"]
 
@@ -71,11 +71,11 @@ def test_a_failed_rollback_alerts_without_server_paths_in_summary_or_email(
     target = workspace_of(project) / PATH
     target.parent.mkdir(parents=True)
     target.write_text("previous\n")
-    blob = blob_path(sha256_hex(b"previous\n"))
+    kept = blob(sha256_hex(b"previous\n"))
 
     def unreadable_and_previous_lost(_op) -> None:
-        blob.unlink()
-        blob.mkdir()
+        kept.unlink()
+        kept.mkdir()
         raise OSError(errno.EIO, os.strerror(errno.EIO), str(target))  # Re-reading it.
 
     at_boundary(EXECUTED, unreadable_and_previous_lost)
@@ -94,7 +94,7 @@ def test_a_failed_rollback_alerts_without_server_paths_in_summary_or_email(
         assert discreet(text, tmp_path), text
     # The operator's account: the server's folders, without the agent's arguments.
     assert f"{workspace_of(project)}/[argument]" in caplog.text
-    assert f"{blob.parent}/[argument]" in caplog.text
+    assert f"{kept.parent}/[argument]" in caplog.text
 
 
 def test_an_unexpected_error_is_named_not_quoted(agent, settings, tmp_path, caplog):

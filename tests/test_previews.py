@@ -16,7 +16,7 @@ from runs.models import Account, CheckpointArtifact, Decision, Operation
 from runs.services.previews import MEDIA_TYPE, preview_hash, preview_of
 from runs.services.runs import append_message
 from tests.conftest import AGENT, http_arguments
-from tests.helpers import decide_on, page_of, post_decision, shown, stored
+from tests.helpers import blob, decide_on, page_of, post_decision, shown, stored
 from tests.test_verify_evidence import rewrite, verify
 
 # The next and the previous operation waiting for the reviewer (each looked for after
@@ -135,7 +135,7 @@ def test_the_decision_keeps_the_preview_its_reviewer_was_shown(client, reviewer,
         checkpoint__operation=op, checkpoint__to_status="approved"
     )
     assert (kept.name, kept.media_type) == (f"previews/operation-{op.pk}.json", MEDIA_TYPE)
-    assert json.loads(kept.artifact.path.read_bytes()) == preview
+    assert json.loads(blob(kept.artifact).read_bytes()) == preview
     assert kept.checkpoint.state["decision"]["preview_sha256"] == decision.preview_sha256
 
     # Once decided, the page shows the preview as the reviewer was shown it, even if

@@ -71,9 +71,10 @@ from runs.actions.base import (
 from runs.actions.previews import FileChange, Together, file_change
 from runs.canonical import sha256_hex
 from runs.clock import db_now
+from runs.durable_files import INCOMING, sync_folder
 from runs.models import Artifact, Checkpoint, Operation, Project
 from runs.models.operations import LEASED
-from runs.services.artifacts import INCOMING, read_artifact, store_artifact, sync_folder
+from runs.services.artifacts import read_artifact, store_artifact
 
 log = logging.getLogger(__name__)
 MAX_CONTENT = 1_000_000

@@ -14,6 +14,7 @@ from runs.api.auth import PayloadTooLarge, TokenAuth, TokenWaits
 from runs.api.endpoints import router
 from runs.api.limits import Refused, StrictParser
 from runs.api.problems import problem_body
+from runs.artifact_store import StoreUnavailable
 from runs.errors import (
     ArgumentsChanged,
     ConflictingProposal,
@@ -142,19 +143,27 @@ DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
 RETRY_AFTER_SECONDS = 3
 
 
+def out_of_reach(error: BaseException | None) -> str | None:
+    """What Oversight needs and could not reach, if that is why ``error`` was raised:
+    the database, or the artifact store (an object store's outage)."""
+    if isinstance(error, DATABASE_UNAVAILABLE):
+        return "the database"
+    if isinstance(error, StoreUnavailable):
+        return "the artifact store"
+    return None
+
+
 def server_error(request) -> HttpResponse:
     """The answer to an exception nothing else answered (Django's ``handler500``, under
     /api/), raised by a view, a middleware (``IdempotencyKeyMiddleware`` reads the token
     and the key before the API runs) or the commit: JSON, as every answer of the API,
-    never an HTML page. The database out of reach is a 503 with Retry-After, not a 500:
-    the request may be sent again (a write's transaction was rolled back with its
-    Idempotency-Key, or committed with the answer a retry gets). The exception's words
-    go to the server log only."""
-    if not isinstance(sys.exc_info()[1], DATABASE_UNAVAILABLE):
+    never an HTML page. The database or the artifact store out of reach is a 503 with
+    Retry-After, not a 500: the request may be sent again (a write's transaction was
+    rolled back with its Idempotency-Key, or committed with the answer a retry gets).
+    The exception's words go to the server log only."""
+    if (what := out_of_reach(sys.exc_info()[1])) is None:
         return problem(request, 500, "server_error", "the server failed; its log says why")
-    response = problem(
-        request, 503, "unavailable", "the database cannot be reached just now: try again"
-    )
+    response = problem(request, 503, "unavailable", f"{what} cannot be reached just now: try again")
     response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response
 

@@ -11,7 +11,7 @@ from typing import Annotated
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
-from django.http import Http404, HttpResponse
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from ninja import Query, Router, Status
 
@@ -22,7 +22,7 @@ from runs.api.limits import MAX_ROW_ID, LimitExceeded, QueryText, RowId, check_s
 from runs.api.waits import long_poll
 from runs.canonical import sha256_hex
 from runs.clock import db_now
-from runs.downloads import attachment, stored_path
+from runs.downloads import download
 from runs.engine.claims import LEASED, take_lease
 from runs.engine.executor import ROLLBACK_INTENT
 from runs.errors import (
@@ -709,4 +709,4 @@ def fetch_artifact(request, sha256: str):
     )
     if reference is None:
         raise Http404("no artifact of your runs has that sha256")
-    return attachment(HttpResponse(stored_path(reference).read_bytes()), reference)
+    return download(reference)

@@ -40,6 +40,7 @@ from runs import machines
 from runs.actors import Actor
 from runs.audit.evidence import bundle_problems, evidence_files, evidence_json
 from runs.canonical import json_hash, sha256_hex
+from runs.durable_files import file_sha256, sync_folder
 from runs.models import (
     Alert,
     AlertDelivery,
@@ -56,7 +57,7 @@ from runs.models import (
     WebhookEvent,
 )
 from runs.services.admin_record import record_admin_act
-from runs.services.artifacts import collect_orphan_artifacts, file_sha256, sync_folder
+from runs.services.artifacts import collect_orphan_artifacts
 from runs.transitions import lock_run
 
 FORMAT = 1
@@ -265,7 +266,7 @@ def _write_runs(archive: zipfile.ZipFile, cut: Cut, actor: Actor, written: Writt
         archive.writestr(f"runs/{run.pk}/evidence.json", data)
         for sha256, blob in blobs.items():
             if sha256 not in stored:
-                archive.write(blob, f"artifacts/{sha256}")
+                archive.writestr(f"artifacts/{sha256}", blob)
                 stored.add(sha256)
         chain = content["chain"]
         written.entries.append(

@@ -20,14 +20,13 @@ import json
 import tempfile
 import zipfile
 from datetime import UTC, datetime
-from pathlib import Path
 
 from django.db.models import Prefetch
 
+from runs import artifact_store
 from runs.canonical import sha256_hex
 from runs.chain import GENESIS, document, link_problem, verify_run_chain
 from runs.models import Alert, CheckpointArtifact, Decision, Run
-from runs.models.artifacts import blob_path
 
 
 def _when(moment: datetime | None) -> str | None:
@@ -199,19 +198,22 @@ def _alert(alert: Alert) -> dict:
     }
 
 
-def evidence_files(run: Run, *, generated_by: str, now: datetime) -> tuple[dict, dict[str, Path]]:
+def evidence_files(run: Run, *, generated_by: str, now: datetime) -> tuple[dict, dict[str, bytes]]:
     """The content of the run's ``evidence.json``, with ``missing_artifacts`` and
-    ``altered_artifacts``, and the stored file of each artifact that is there, by
+    ``altered_artifacts``, and the stored bytes of each artifact that is there, by
     sha256: what a bundle holds (and a history archive, for each of its runs)."""
     content = _evidence(run, generated_by=generated_by, now=now)
-    blobs = {item["sha256"]: blob_path(item["sha256"]) for item in content["artifacts"]}
-    content["missing_artifacts"] = sorted(sha for sha, path in blobs.items() if not path.exists())
+    listed = sorted({item["sha256"] for item in content["artifacts"]})
+    present = {}
+    for sha256 in listed:
+        try:
+            present[sha256] = artifact_store.read_as_stored(sha256)
+        except artifact_store.ArtifactMissing:
+            continue
+    content["missing_artifacts"] = [sha256 for sha256 in listed if sha256 not in present]
     content["altered_artifacts"] = sorted(
-        sha
-        for sha, path in blobs.items()
-        if sha not in content["missing_artifacts"] and sha256_hex(path.read_bytes()) != sha
+        sha256 for sha256, stored in present.items() if sha256_hex(stored) != sha256
     )
-    present = {sha: path for sha, path in blobs.items() if sha not in content["missing_artifacts"]}
     return content, present
 
 
@@ -226,8 +228,8 @@ def bundle(run: Run, *, user, now: datetime) -> tempfile.SpooledTemporaryFile:
     archive_file = tempfile.SpooledTemporaryFile(max_size=8 * 2**20)  # noqa: SIM115
     with zipfile.ZipFile(archive_file, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("evidence.json", evidence_json(content))
-        for sha256, path in blobs.items():
-            archive.write(path, f"artifacts/{sha256}")
+        for sha256, stored in blobs.items():
+            archive.writestr(f"artifacts/{sha256}", stored)
     archive_file.seek(0)
     return archive_file
 

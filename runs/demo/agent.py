@@ -21,8 +21,8 @@ from pathlib import Path
 from oversight_client import Conflict, Oversight, RunClosed
 from runs.actions.files import workspace_of
 from runs.canonical import sha256_hex
+from runs.durable_files import write_durably
 from runs.models import Project
-from runs.services.artifacts import write_durably
 
 log = logging.getLogger(__name__)
 OPEN = ("queued", "running")

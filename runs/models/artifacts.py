@@ -1,6 +1,3 @@
-from pathlib import Path
-
-from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -25,11 +22,3 @@ class Artifact(models.Model):
 
     def __str__(self) -> str:
         return f"{self.sha256[:12]} ({self.size} bytes)"
-
-    @property
-    def path(self) -> Path:
-        return blob_path(self.sha256)
-
-
-def blob_path(sha256: str) -> Path:
-    return Path(settings.OVERSIGHT_ARTIFACT_ROOT) / sha256[:2] / sha256

@@ -1,33 +1,27 @@
 """Artifacts: content-addressed blobs, stored durably before anything references them.
 
-Order matters (seed 000): bytes to disk and fsynced → ``Artifact`` row → checkpoint
-reference. A crash leaves at worst an unreferenced blob, which
-``collect_orphan_artifacts`` removes later; never a reference to missing bytes.
+Order matters (seed 000): bytes in the store (``runs.artifact_store``) → ``Artifact``
+row → checkpoint reference. A crash, or the store's outage, leaves at worst an
+unreferenced blob, which ``collect_orphan_artifacts`` removes later; never a reference
+to missing bytes.
 """
 
-import hashlib
-import os
 import re
-import tempfile
 import unicodedata
 from datetime import datetime, timedelta
-from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
 from django.utils import timezone
 
+from runs import artifact_store
 from runs.actors import Actor
 from runs.canonical import sha256_hex
 from runs.errors import InvalidInput
 from runs.models import Artifact, Run
-from runs.models.artifacts import blob_path
 from runs.services.runs import require_open
 from runs.transitions import ArtifactRef, record_run_event
-
-# The prefix of a file being written; a killed writer leaves one behind.
-INCOMING = ".incoming-"
 
 
 def store_artifact(content: bytes) -> Artifact:
@@ -41,7 +35,7 @@ def store_artifact(content: bytes) -> Artifact:
     # Written whether or not the blob exists: blobs are shared between projects, and
     # an upload that returned sooner for known bytes would tell an agent that another
     # project stored them. Rewriting the same bytes is harmless (atomic replace).
-    write_durably(blob_path(digest), content)
+    artifact_store.save(digest, content)
     artifact, created = Artifact.objects.get_or_create(
         sha256=digest, defaults={"size": len(content)}
     )
@@ -49,42 +43,6 @@ def store_artifact(content: bytes) -> Artifact:
         # Restart the orphan grace period: a reference to it may be about to be written.
         Artifact.objects.filter(pk=artifact.pk).update(stored_at=timezone.now())
     return artifact
-
-
-def write_durably(path: Path, content: bytes, *, prefix: str = INCOMING) -> None:
-    """Replace ``path`` with ``content`` all at once, durably: a temp file (named
-    ``prefix``…) in the same folder, fsync, atomic rename, fsync the folder. Readers see
-    old or new, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=prefix)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    sync_folder(path.parent)
-
-
-def sync_folder(folder: Path) -> None:
-    """Make a rename or a new name in ``folder`` durable (fsync of the folder itself)."""
-    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
-def file_sha256(path: Path) -> str:
-    """The sha256 of a file of any size, read a MiB at a time."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 # RFC 6838's type/subtype (restricted-name), without parameters.
@@ -132,7 +90,9 @@ def attach_artifact(
 
 
 def read_artifact(artifact: Artifact) -> bytes:
-    return artifact.path.read_bytes()
+    """The artifact's bytes, checked against its sha256 (``ArtifactMissing``,
+    ``ArtifactDamaged`` or ``StoreUnavailable`` otherwise)."""
+    return artifact_store.read(artifact.sha256)
 
 
 def collect_orphan_artifacts(*, older_than: timedelta, now: datetime | None = None) -> list[str]:
@@ -151,11 +111,12 @@ def collect_orphan_artifacts(*, older_than: timedelta, now: datetime | None = No
         except (ProtectedError, IntegrityError):
             continue  # Referenced in the meantime: keep it.
         if deleted:
-            artifact.path.unlink(missing_ok=True)
+            artifact_store.delete(artifact_store.name_of(artifact.sha256))
             removed.append(artifact.sha256)
     known = set(Artifact.objects.values_list("sha256", flat=True))
-    for path in Path(settings.OVERSIGHT_ARTIFACT_ROOT).glob("*/*"):
-        if path.name not in known and path.stat().st_mtime < cutoff.timestamp():
-            path.unlink(missing_ok=True)
-            removed.append(path.name)
+    for name, written in list(artifact_store.listed()):
+        sha256 = name.rsplit("/", 1)[-1]
+        if sha256 not in known and written < cutoff:
+            artifact_store.delete(name)
+            removed.append(sha256)
     return removed

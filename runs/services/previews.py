@@ -4,6 +4,7 @@ them (see ``runs.actions.previews``)."""
 import json
 import logging
 
+from runs import artifact_store
 from runs.actions.base import Context, plain_reason, previewing
 from runs.actions.registry import get_action, parse_arguments
 from runs.canonical import canonical_json, json_hash
@@ -42,9 +43,12 @@ def preview_of(operation: Operation, arguments: dict | None = None) -> dict | No
 def stored_preview(sha256: str) -> dict | None:
     """A preview as a reviewer was shown it (None if its bytes are gone)."""
     artifact = Artifact.objects.filter(sha256=sha256).first()
-    if artifact is None or not artifact.path.exists():
+    if artifact is None:
         return None
-    return json.loads(read_artifact(artifact))
+    try:
+        return json.loads(read_artifact(artifact))
+    except artifact_store.ArtifactMissing:
+        return None
 
 
 def preview_hash(preview: dict | None) -> str:

@@ -20,13 +20,13 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from graphs.display import CHECKPOINT_ID_LENGTH, graph_state
+from runs import artifact_store
 from runs.audit import evidence, export
 from runs.audit.diff import state_diff, text_diff
 from runs.audit.search import AuditFilter, BadCursor, paginate
 from runs.canonical import sha256_hex
 from runs.chain import GENESIS, checkpoint_hash, verify_run_chain
 from runs.models import Checkpoint, CheckpointArtifact, Run
-from runs.services.artifacts import read_artifact
 from runs.views.access import load_artifact_ref, load_checkpoint, load_run, member_projects
 
 # A run's page lists this many checkpoints; the search pages through any number.
@@ -182,9 +182,10 @@ def evidence_bundle(request: HttpRequest, pk: int) -> FileResponse:
 
 
 def _read(ref: CheckpointArtifact) -> bytes | None:
+    """The bytes as stored, damaged or not (the page says whether they verify)."""
     try:
-        return read_artifact(ref.artifact)
-    except FileNotFoundError:
+        return artifact_store.read_as_stored(ref.artifact.sha256)
+    except artifact_store.ArtifactMissing:
         return None
 
 

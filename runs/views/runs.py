@@ -4,12 +4,13 @@ from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Coalesce
-from django.http import FileResponse, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from runs.actors import Actor
-from runs.downloads import attachment, stored_path
+from runs.downloads import download
 from runs.errors import OversightError
 from runs.forms import ReasonForm, RunFilter
 from runs.models import CheckpointArtifact, Operation, Run
@@ -173,9 +174,9 @@ def cancel(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_GET
-def artifact_download(request: HttpRequest, pk: int, ref: int) -> FileResponse:
+def artifact_download(request: HttpRequest, pk: int, ref: int) -> HttpResponseBase:
     run = load_run(request.user, pk)
     reference = get_object_or_404(
         CheckpointArtifact.objects.select_related("artifact"), pk=ref, checkpoint__run=run
     )
-    return attachment(FileResponse(stored_path(reference).open("rb")), reference)
+    return download(reference)

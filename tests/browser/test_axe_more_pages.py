@@ -13,6 +13,7 @@ from runs.models import CheckpointArtifact, Operation, Run
 from runs.services.artifacts import attach_artifact
 from tests.browser.conftest import PASSWORD, assert_accessible, sign_in
 from tests.conftest import AGENT
+from tests.helpers import blob
 
 pytestmark = pytest.mark.django_db(transaction=True)
 WIDTHS = [1280, 360, 390, 414]  # a desktop, and the phones docs/guides/index.md names
@@ -35,7 +36,7 @@ def artifact_versions(run: Run) -> list[CheckpointArtifact]:
     attach_artifact(run=run, name="scan.png", content=bytes(range(256)) * 8, actor=AGENT)
     attach_artifact(run=run, name="lost.txt", content=b"gone\n", actor=AGENT)
     refs = list(CheckpointArtifact.objects.filter(checkpoint__run=run).order_by("checkpoint__seq"))
-    refs[-1].artifact.path.unlink()
+    blob(refs[-1].artifact).unlink()
     return refs
 
 

@@ -13,6 +13,7 @@ from runs.canonical import sha256_hex
 from runs.models import CheckpointArtifact
 from tests.browser.conftest import screenshot, sign_in
 from tests.conftest import http_arguments
+from tests.helpers import blob
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -43,7 +44,7 @@ def test_a_file_change_is_a_diff_and_the_approval_keeps_it(page, reviewer, propo
     expect(page.locator(".messages")).to_contain_text("Approved")
     expect(page.locator(".preview")).to_contain_text("As reviewer was shown it when deciding")
     kept = CheckpointArtifact.objects.get(checkpoint__operation=op, name__startswith="previews/")
-    assert json.loads(kept.artifact.path.read_bytes())["lines"][-1] == ["+", "Run bin/demo."]
+    assert json.loads(blob(kept.artifact).read_bytes())["lines"][-1] == ["+", "Run bin/demo."]
 
 
 def test_a_transfer_shows_the_balances_it_leaves(page, reviewer, propose, accounts):

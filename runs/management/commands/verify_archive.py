@@ -4,7 +4,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from runs.audit.archive import ArchiveError, anchor_problems, checked
-from runs.services.artifacts import file_sha256
+from runs.durable_files import file_sha256
 
 
 class Command(BaseCommand):
