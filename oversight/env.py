@@ -207,17 +207,23 @@ def bound_postgres_sessions(database: dict, *, idle: int, lock_wait: int, statem
 # backend's option each sets.
 S3_OPTIONS = {"endpoint_url": "endpoint_url", "region": "region_name"}
 ADDRESSING_STYLES = {"path", "virtual", "auto"}
+# Seconds: to connect, and to wait for each answer (a store far away may need more).
+TIMEOUTS = {"connect_timeout": 3, "read_timeout": 10}
 
 
 def artifact_storage(url: str) -> dict:
     """``STORAGES["artifacts"]``: the local folder (``OVERSIGHT_ARTIFACT_ROOT``) when
     ``url`` is empty; else the S3-compatible object store it names,
-    ``s3://bucket[/prefix][?endpoint_url=…&region=…&addressing_style=path]``.
+    ``s3://bucket[/prefix][?endpoint_url=…&region=…&addressing_style=path]``, and
+    ``connect_timeout`` and ``read_timeout`` in seconds.
 
     Credentials are never in the URL: boto3 reads them from ``AWS_ACCESS_KEY_ID`` and
     ``AWS_SECRET_ACCESS_KEY`` (or the machine's role). Every request to the store is
-    bounded (5 s to connect, 30 s to read, 3 attempts): a store that hangs holds a
-    worker or a page that long at most, and then counts as out of reach."""
+    bounded (3 s to connect, 10 s to read, 2 attempts: 27 s at worst, by default): a store that
+    hangs holds a worker or a request that long at most, and then counts as out of
+    reach. Checksums are sent only where a request needs one: several S3-compatible
+    stores refuse the CRC headers boto3 adds by default. A blob read spills to a
+    temporary file past 1 MiB instead of being held in memory whole."""
     if not url:
         return {"BACKEND": "runs.artifact_store.DurableFileSystemStorage"}
     name = "OVERSIGHT_ARTIFACT_STORE"
@@ -231,11 +237,19 @@ def artifact_storage(url: str) -> dict:
         )
     options = dict(parse_qsl(parts.query))
     style = options.pop("addressing_style", "auto")
+    timeouts = {key: options.pop(key, default) for key, default in TIMEOUTS.items()}
     if unknown := sorted(set(options) - set(S3_OPTIONS)):
-        known = ", ".join(sorted([*S3_OPTIONS, "addressing_style"]))
+        known = ", ".join(sorted([*S3_OPTIONS, "addressing_style", *TIMEOUTS]))
         raise ImproperlyConfigured(f"{name} has an unknown option {unknown[0]!r} (known: {known})")
     if style not in ADDRESSING_STYLES:
         raise ImproperlyConfigured(f"{name}: addressing_style must be path, virtual or auto")
+    for key, value in timeouts.items():
+        try:
+            timeouts[key] = float(value)
+        except ValueError:
+            timeouts[key] = 0
+        if not 0 < timeouts[key] <= 300:
+            raise ImproperlyConfigured(f"{name}: {key} must be seconds, over 0 and at most 300")
     from botocore.config import Config  # Only where an object store is configured.
 
     return {
@@ -246,11 +260,13 @@ def artifact_storage(url: str) -> dict:
             **{S3_OPTIONS[key]: value for key, value in options.items()},
             "file_overwrite": True,
             "default_acl": None,
+            "max_memory_size": 2**20,
             "client_config": Config(
-                connect_timeout=5,
-                read_timeout=30,
-                retries={"max_attempts": 3, "mode": "standard"},
+                **timeouts,
+                retries={"total_max_attempts": 2, "mode": "standard"},
                 s3={"addressing_style": style},
+                request_checksum_calculation="when_required",
+                response_checksum_validation="when_required",
             ),
         },
     }

@@ -14,11 +14,13 @@ disk would): the caller's transaction and the engine's retries treat it alike.
 """
 
 import hashlib
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import BinaryIO
 
 from django.conf import settings
 from django.core.files.base import ContentFile, File
@@ -76,13 +78,16 @@ def name_of(sha256: str) -> str:
 
 @contextmanager
 def reaching() -> Iterator[None]:
-    """Backend errors as the store's outage; a missing file and the local disk's own
-    errors (a full disk) as they are."""
+    """A remote store's every failure (refused, timed out, an error answered) as its
+    outage; a missing file as it is, and the local folder's own errors (a full disk)
+    too."""
     try:
         yield
-    except OSError:
+    except (FileNotFoundError, StoreUnavailable):
         raise
     except Exception as error:
+        if isinstance(error, OSError) and isinstance(storage(), FileSystemStorage):
+            raise
         raise StoreUnavailable(f"the artifact store did not answer: {error}") from error
 
 
@@ -145,6 +150,21 @@ def read(sha256: str) -> bytes:
         return copy.read()
 
 
+def digest_as_stored(sha256: str) -> str:
+    """The sha256 of the blob's bytes as they are (``sha256`` itself unless damaged),
+    read a chunk at a time."""
+    digest = hashlib.sha256()
+    for chunk in _chunks(sha256):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def copy_as_stored(sha256: str, into: BinaryIO) -> None:
+    """Write the blob's bytes as they are into ``into``, a chunk at a time."""
+    for chunk in _chunks(sha256):
+        into.write(chunk)
+
+
 def read_as_stored(sha256: str) -> bytes:
     """The blob's bytes as they are, damaged or not: for evidence, which reports a
     damaged blob rather than withholding it."""
@@ -158,11 +178,17 @@ def delete(name: str) -> None:
 
 
 def listed() -> Iterator[tuple[str, datetime]]:
-    """Every file in the store, blobs and a killed writer's leftovers alike, as its name
-    in the store and when it was last written."""
+    """Every file in the store's folders of blobs (two hex digits), blobs and a killed
+    writer's leftovers alike, as its name in the store and when it was last written;
+    nothing before the first blob is stored."""
     store = storage()
     with reaching():
-        prefixes, _ = store.listdir("")
+        try:
+            prefixes, _ = store.listdir("")
+        except FileNotFoundError:
+            return
         for prefix in prefixes:
+            if not re.fullmatch(r"[0-9a-f]{2}", prefix):
+                continue
             for name in store.listdir(prefix)[1]:
                 yield f"{prefix}/{name}", store.get_modified_time(f"{prefix}/{name}")

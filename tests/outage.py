@@ -13,8 +13,9 @@ from tests.test_client import read_request
 
 class Outage:
     """A relay to ``upstream`` (``http://host:port``) on a port of its own: ``cut()``,
-    ``restore()``, and ``cut_for(seconds)``, which restores it on its own. ``cuts``
-    counts the outages so far."""
+    ``hang()`` (connections are taken and never answered), ``restore()``, and
+    ``cut_for(seconds)``, which restores it on its own. ``cuts`` counts the outages so
+    far."""
 
     def __init__(self, upstream: str) -> None:
         host, port = upstream.removeprefix("http://").split(":")
@@ -22,6 +23,7 @@ class Outage:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
         self.up, self.cuts = True, 0
+        self.hanging: list[socket.socket] | None = None  # held unanswered while hung
         self.losing: bytes | None = None  # requests starting so are sent, answers lost
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
@@ -42,8 +44,14 @@ class Outage:
                     sock.shutdown(socket.SHUT_RDWR)
             self._open.clear()
 
+    def hang(self) -> None:
+        self.hanging = []
+
     def restore(self) -> None:
         self.up = True
+        held, self.hanging = self.hanging or [], None
+        for sock in held:
+            sock.close()
 
     def lose_answers(self, start: bytes | None) -> None:
         """Send on the requests that start with ``start`` (``b"POST /api/v1/runs/"``),
@@ -62,6 +70,9 @@ class Outage:
                 client, _ = self.listener.accept()
             except OSError:
                 return
+            if self.hanging is not None:
+                self.hanging.append(client)
+                continue
             if not self.up:
                 client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 client.close()  # a reset, as from a host that is down

@@ -15,6 +15,9 @@ os.environ.setdefault("OVERSIGHT_VAR_DIR", str(Path(tempfile.gettempdir()) / "ov
 # waiting on child processes and servers between two queries: PostgreSQL must not end
 # their sessions. The tests of that bound give their child processes one.
 os.environ.setdefault("OVERSIGHT_DB_IDLE_IN_TRANSACTION_SECONDS", "0")
+# Never the store of the shell the suite runs in (a production bucket, once sourced):
+# the local folder, or the test's own object store, named for its child processes.
+os.environ["OVERSIGHT_ARTIFACT_STORE"] = os.environ.get("OVERSIGHT_TEST_ARTIFACT_STORE", "")
 
 from oversight.settings import *  # noqa: F403
 from oversight.settings import DATABASES, VAR_DIR

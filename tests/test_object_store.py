@@ -9,6 +9,7 @@ its undo copy."""
 
 import hashlib
 from datetime import timedelta
+from functools import partial
 from io import StringIO
 
 import boto3
@@ -20,6 +21,9 @@ from moto.server import ThreadedMotoServer
 
 from oversight.env import artifact_storage
 from runs import artifact_store
+from runs.actions.base import Context, TryLater
+from runs.actions.files import workspace_of
+from runs.actions.registry import get_action, parse_arguments
 from runs.canonical import sha256_hex
 from runs.clock import db_now
 from runs.models import Artifact, CheckpointArtifact, Operation
@@ -59,13 +63,13 @@ def bucket(s3_server, monkeypatch, request):
 @pytest.fixture
 def store(bucket, s3_server, settings):
     """The object store as Oversight's artifact store, through a relay that ``cut()``
-    makes unreachable."""
+    makes unreachable and ``hang()`` silent (each answer awaited for a second)."""
     _, name = bucket
     with Outage(s3_server) as relay:
         url = f"s3://{name}/{PREFIX}?endpoint_url={relay.url}&region=us-east-1"
         settings.STORAGES = {
             **settings.STORAGES,
-            "artifacts": artifact_storage(url + "&addressing_style=path"),
+            "artifacts": artifact_storage(url + "&addressing_style=path&read_timeout=1"),
         }
         yield relay
 
@@ -128,6 +132,46 @@ def test_an_upload_while_the_store_is_out_of_reach_is_a_503_and_records_nothing(
     assert object_of(bucket, sha256_hex(b"lost?\n")) == b"lost?\n"
 
 
+def test_an_upload_to_a_store_that_hangs_is_a_503_once_its_timeouts_ran_out(
+    agent_token, run, store
+):
+    api = Api(agent_token.plain, Client(raise_request_exception=False))
+    before = stored()
+    store.hang()
+
+    response = api.post(f"/runs/{run.pk}/artifacts", artifact_body(b"stuck?\n"))
+
+    assert problem(response, 503)["detail"].startswith("the artifact store cannot be reached")
+    assert stored() == before
+
+
+def test_an_undo_whose_copy_is_out_of_reach_touches_nothing_and_is_tried_again(
+    approved, project, store
+):
+    target = workspace_of(project) / PATH
+    target.parent.mkdir(parents=True)
+    target.write_text("hello\n")  # The write, whose verification failed.
+    previous = store_artifact(b"previous\n").sha256
+    op = approved("file", expected_sha256=previous)
+    op.intent = {"previous": previous, "writes": sha256_hex(b"hello\n")}
+    action = get_action("file.write")
+    undo = partial(
+        action.undo,
+        parse_arguments(action, op.arguments),
+        op.idempotency_key,
+        Context(operation=op, intent=op.intent),
+    )
+    store.cut()
+
+    with pytest.raises(TryLater, match="the artifact store is out of reach"):
+        undo()
+
+    assert target.read_text() == "hello\n"
+    store.restore()
+    undo()
+    assert target.read_text() == "previous\n"
+
+
 def test_a_download_while_the_store_is_out_of_reach_is_a_503_page(run, store, client, reviewer):
     attach_artifact(run=run, name="report.txt", content=b"alpha\n", actor=AGENT)
     reference = CheckpointArtifact.objects.get()
@@ -144,8 +188,6 @@ def test_a_download_while_the_store_is_out_of_reach_is_a_503_page(run, store, cl
 def test_a_write_waits_out_the_store_s_outage_and_commits_with_its_undo_copy(
     approved, project, store, bucket
 ):
-    from runs.actions.files import workspace_of
-
     target = workspace_of(project) / PATH
     target.parent.mkdir(parents=True)
     target.write_text("previous\n")
@@ -203,6 +245,8 @@ def test_check_invariants_names_a_referenced_object_missing_from_the_bucket(run,
         ("s3://key:secret@bucket", "must not carry credentials"),
         ("s3://bucket?colour=blue", "unknown option 'colour'"),
         ("s3://bucket?addressing_style=sideways", "addressing_style must be"),
+        ("s3://bucket?read_timeout=forever", "read_timeout must be seconds"),
+        ("s3://bucket?connect_timeout=0", "connect_timeout must be seconds"),
     ],
 )
 def test_a_store_url_that_is_wrong_stops_the_process_saying_why(url, says):

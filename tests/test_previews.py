@@ -273,3 +273,23 @@ def test_the_operation_page_takes_a_fixed_number_of_queries(
     client.get(page_of(op))  # the first visit stores the time zone in the session
     with django_assert_num_queries(QUERIES):
         assert client.get(page_of(op)).status_code == 200
+
+
+def test_a_kept_preview_whose_bytes_were_changed_is_not_shown_and_the_page_still_opens(
+    client, reviewer, propose, readme
+):
+    op = write(
+        propose, "README.md", "# Project\n\nRun bin/demo.\n", sha256_hex(readme.read_bytes())
+    )
+    client.force_login(reviewer)
+    assert post_decision(client, op).status_code == 302
+    kept = CheckpointArtifact.objects.get(
+        checkpoint__operation=op, checkpoint__to_status="approved"
+    )
+    blob(kept.artifact).write_text('{"kind": "forged"}')
+
+    response = client.get(page_of(op))
+
+    assert response.status_code == 200
+    assert "forged" not in response.text
+    assert "As reviewer was shown it when deciding" not in response.text

@@ -91,6 +91,7 @@ from django.db import DatabaseError
 from pydantic import BaseModel, ConfigDict
 
 from runs.actions.previews import Preview, Together
+from runs.artifact_store import StoreUnavailable
 from runs.errors import OversightError
 from runs.models import Artifact, Operation
 
@@ -128,6 +129,7 @@ SAYS_WHY = (
 
 # Checked in order: the first class an error belongs to names it.
 FIXED_WORDS: list[tuple[type[BaseException], str]] = [
+    (StoreUnavailable, "the artifact store could not be reached"),
     (TimeoutError, "the target did not answer (timeout)"),
     (socket.gaierror, "the target's name could not be resolved"),
     (ConnectionRefusedError, "the target refused the connection"),

@@ -69,6 +69,7 @@ from runs.actions.base import (
     plain_reason,
 )
 from runs.actions.previews import FileChange, Together, file_change
+from runs.artifact_store import StoreUnavailable
 from runs.canonical import sha256_hex
 from runs.clock import db_now
 from runs.durable_files import INCOMING, sync_folder
@@ -628,7 +629,10 @@ class FileWrite(Action):
         target = resolve(args.path, ctx.project)
         previous = ctx.intent.get("previous")
         with on_disk(args.path, "restored"):
-            restored = previous and read_artifact(Artifact.objects.get(sha256=previous))
+            try:
+                restored = previous and read_artifact(Artifact.objects.get(sha256=previous))
+            except StoreUnavailable as error:  # Nothing touched: a later attempt retries.
+                raise TryLater("the artifact store is out of reach") from error
             # Through the lock, as a write: a worker stopped mid-restore holds the folder
             # up for its lease at most, and restores nothing once it has lost it.
             with folder_lock(target.parent, ctx, staged=restored) as lock:

@@ -38,7 +38,7 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
 
 from runs import machines
 from runs.actors import Actor
-from runs.audit.evidence import bundle_problems, evidence_files, evidence_json
+from runs.audit.evidence import add_artifact, bundle_problems, evidence_files, evidence_json
 from runs.canonical import json_hash, sha256_hex
 from runs.durable_files import file_sha256, sync_folder
 from runs.models import (
@@ -264,9 +264,9 @@ def _write_runs(archive: zipfile.ZipFile, cut: Cut, actor: Actor, written: Writt
         run, content, blobs = item
         data = evidence_json(content)
         archive.writestr(f"runs/{run.pk}/evidence.json", data)
-        for sha256, blob in blobs.items():
+        for sha256 in blobs:
             if sha256 not in stored:
-                archive.writestr(f"artifacts/{sha256}", blob)
+                add_artifact(archive, sha256)
                 stored.add(sha256)
         chain = content["chain"]
         written.entries.append(

@@ -198,23 +198,29 @@ def _alert(alert: Alert) -> dict:
     }
 
 
-def evidence_files(run: Run, *, generated_by: str, now: datetime) -> tuple[dict, dict[str, bytes]]:
+def evidence_files(run: Run, *, generated_by: str, now: datetime) -> tuple[dict, list[str]]:
     """The content of the run's ``evidence.json``, with ``missing_artifacts`` and
-    ``altered_artifacts``, and the stored bytes of each artifact that is there, by
-    sha256: what a bundle holds (and a history archive, for each of its runs)."""
+    ``altered_artifacts``, and the sha256 of each artifact whose bytes are in the store
+    (altered or not): what a bundle holds (and a history archive, for each of its
+    runs). Each blob is hashed a chunk at a time, never held whole."""
     content = _evidence(run, generated_by=generated_by, now=now)
-    listed = sorted({item["sha256"] for item in content["artifacts"]})
-    present = {}
-    for sha256 in listed:
+    found = {}
+    for sha256 in sorted({item["sha256"] for item in content["artifacts"]}):
         try:
-            present[sha256] = artifact_store.read_as_stored(sha256)
+            found[sha256] = artifact_store.digest_as_stored(sha256)
         except artifact_store.ArtifactMissing:
-            continue
-    content["missing_artifacts"] = [sha256 for sha256 in listed if sha256 not in present]
-    content["altered_artifacts"] = sorted(
-        sha256 for sha256, stored in present.items() if sha256_hex(stored) != sha256
-    )
-    return content, present
+            found[sha256] = None
+    content["missing_artifacts"] = [sha for sha, digest in found.items() if digest is None]
+    content["altered_artifacts"] = [
+        sha for sha, digest in found.items() if digest not in (None, sha)
+    ]
+    return content, [sha for sha, digest in found.items() if digest is not None]
+
+
+def add_artifact(archive: zipfile.ZipFile, sha256: str) -> None:
+    """The blob's bytes as stored, as ``artifacts/<sha256>`` in ``archive``, streamed."""
+    with archive.open(f"artifacts/{sha256}", "w") as member:
+        artifact_store.copy_as_stored(sha256, member)
 
 
 def evidence_json(content: dict) -> bytes:
@@ -228,8 +234,8 @@ def bundle(run: Run, *, user, now: datetime) -> tempfile.SpooledTemporaryFile:
     archive_file = tempfile.SpooledTemporaryFile(max_size=8 * 2**20)  # noqa: SIM115
     with zipfile.ZipFile(archive_file, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("evidence.json", evidence_json(content))
-        for sha256, stored in blobs.items():
-            archive.writestr(f"artifacts/{sha256}", stored)
+        for sha256 in blobs:
+            add_artifact(archive, sha256)
     archive_file.seek(0)
     return archive_file
 

@@ -362,8 +362,8 @@ class Execution:
                 step(self.args, self.key, self.ctx)
                 if in_database:  # The reversal and its record commit together.
                     self._record(outcome, done)
-        except (LeaseLost, StaleVersion):
-            raise
+        except (LeaseLost, StaleVersion, TryLater):
+            raise  # TryLater: nothing was done; a later attempt takes the step again.
         except NothingToRollBack as nothing:
             self._reload()
             return self._alert(f"verification failed ({why}); nothing was rolled back: {nothing}")

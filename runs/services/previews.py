@@ -47,7 +47,8 @@ def stored_preview(sha256: str) -> dict | None:
         return None
     try:
         return json.loads(read_artifact(artifact))
-    except artifact_store.ArtifactMissing:
+    except (artifact_store.ArtifactMissing, artifact_store.ArtifactDamaged) as gone:
+        log.warning("the stored preview %s cannot be shown: %s", sha256, gone)
         return None
 
 
