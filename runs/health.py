@@ -1,8 +1,11 @@
 """What ``/healthz`` answers a load balancer or a monitor: whether the database is
 reachable, its migrations applied, a worker alive (its heartbeat fresh), the alert
 deliveries keeping up, every open alert delivered outside Oversight, how many lanes
-live workers paused, and what operators paused. Counts and ages only: no data (it
+live workers paused, what operators paused, and how many live workers cannot run
+file.write (their workspace is not the shared one). Counts and ages only: no data (it
 answers anyone)."""
+
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, connection
@@ -17,7 +20,7 @@ from runs.paused_lanes import operator_pauses, paused_lanes
 
 # Checks whose failure leaves Oversight up but not doing all it should: an alert that
 # reached no one, or every worker held by an operator (or by a restore).
-DEGRADING = {"open_alerts", "pauses"}
+DEGRADING = {"open_alerts", "pauses", "workspace"}
 
 
 def health(*, scope: str = "all") -> dict:
@@ -33,6 +36,7 @@ def health(*, scope: str = "all") -> dict:
             checks |= _workers_and_deliveries() | {"open_alerts": _open_alerts()}
             checks["lanes"] = _lanes()
             checks["pauses"] = _pauses()
+            checks["workspace"] = _workspace()
     except DatabaseError:
         checks = {"database": {"ok": False}}
     failing = {name for name, check in checks.items() if not check["ok"]}
@@ -60,6 +64,17 @@ def _workers_and_deliveries() -> dict:
             "pending": pending,
         },
     }
+
+
+def _workspace() -> dict:
+    """Live workers whose workspace is not file.write's shared one, so that they run
+    none (``runs.shared_workspace``): degraded, since the others still do. How many
+    only: their log says which and why (a path)."""
+    fresh = db_now() - timedelta(seconds=settings.OVERSIGHT_HEALTH_WORKER_SECONDS)
+    refusing = (
+        WorkerHeartbeat.objects.filter(seen_at__gte=fresh).exclude(workspace_refused="").count()
+    )
+    return {"ok": refusing == 0, "workers_refusing_file_write": refusing}
 
 
 def _open_alerts() -> dict:

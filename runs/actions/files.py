@@ -76,6 +76,7 @@ from runs.durable_files import INCOMING, sync_folder
 from runs.models import Artifact, Checkpoint, Operation, Project
 from runs.models.operations import LEASED
 from runs.services.artifacts import read_artifact, store_artifact
+from runs.shared_workspace import require_shared, workspace_root
 
 log = logging.getLogger(__name__)
 MAX_CONTENT = 1_000_000
@@ -100,11 +101,6 @@ class FileWriteArguments(Arguments):
                 f"names starting with {INCOMING!r} are Oversight's temporary files and locks"
             )
         return path
-
-
-def workspace_root() -> Path:
-    """The folder holding every project's workspace."""
-    return Path(settings.OVERSIGHT_WORKSPACE).resolve()
 
 
 def workspace_of(project: Project) -> Path:
@@ -574,6 +570,7 @@ class FileWrite(Action):
         return file_change(args.path, current, args.content, args.expected_sha256)
 
     def precondition(self, args: FileWriteArguments, ctx: Context) -> None:
+        require_shared(ctx.operation.lease_owner)
         with on_disk(args.path, "read"):
             found = current_hash(resolve(args.path, ctx.project))
         if found != args.expected_sha256:

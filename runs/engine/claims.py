@@ -145,13 +145,15 @@ def claim(
     then: Callable[[Operation, Run], None] | None = None,
     skip: set[str] = frozenset(),
     most: int = 1,
+    refuse: frozenset[str] = frozenset(),
 ) -> list[Operation]:
-    """Claim as ``claim_next`` does; or, with ``most`` > 1 and ``then``, when the first
+    """Claim as ``claim_next`` does, but no operation of an action in ``refuse`` (one
+    this worker cannot carry out); or, with ``most`` > 1 and ``then``, when the first
     candidates hold several first attempts at effects inside the database (on
     different runs), up to ``most`` of them in one transaction (``_claim_together``)."""
     now = now or db_now()
     busy: set[int] = set()  # Runs another transaction holds: their operations wait.
-    for candidates in _pages(now, busy, skip):
+    for candidates in _pages(now, busy, skip, refuse):
         together = _first_attempts_at_once(candidates, most) if then is not None else []
         if len(together) > 1:
             claimed = _claim_together(together, worker, lease, now, then)
@@ -173,13 +175,13 @@ def claim(
     return []
 
 
-def _pages(now: datetime, busy: set[int], skip: set[str]):
+def _pages(now: datetime, busy: set[int], skip: set[str], refuse: frozenset[str]):
     """The claimable operations, ``CANDIDATES`` at a time, but those of runs found
-    ``busy`` meanwhile (or in lanes in ``skip``)."""
+    ``busy`` meanwhile (or in lanes in ``skip``, or of actions in ``refuse``)."""
     after = 0
     while True:
-        if busy or skip:
-            candidates = list(_candidates(now, after, busy, skip))
+        if busy or skip or refuse:
+            candidates = list(_candidates(now, after, busy, skip, refuse))
         else:  # As usual: the same statement every time.
             candidates = _FIRST_CANDIDATES.rows(now=now, after=after)
         yield candidates
@@ -188,14 +190,15 @@ def _pages(now: datetime, busy: set[int], skip: set[str]):
         after = candidates[-1][0]
 
 
-def _candidates(now: datetime, after: int, busy=(), skip=()):
-    """The next claimable operations after key ``after``, but those of runs in ``busy``
-    or in lanes in ``skip``."""
+def _candidates(now: datetime, after: int, busy=(), skip=(), refuse=()):
+    """The next claimable operations after key ``after``, but those of runs in ``busy``,
+    in lanes in ``skip`` or of actions in ``refuse``."""
     return (
         _not_paused(claimable(now))
         .filter(pk__gt=after)
         .exclude(run_id__in=busy)
         .exclude(lane__in=skip)
+        .exclude(action__in=refuse)
         .values_list("pk", "run_id", "action", "status", "attempts")[:CANDIDATES]
     )
 

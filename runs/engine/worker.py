@@ -23,6 +23,7 @@ from django.db import DatabaseError, close_old_connections, connection
 from django.db.models.functions import Now
 
 from oversight.sqlite3.writes import giving_way
+from runs import shared_workspace
 from runs.actions.files import clear_leftovers
 from runs.api.replay import purge_expired
 from runs.clock import db_now
@@ -76,6 +77,9 @@ class Worker:
         self.notifications = NotificationLane(self.name)
         self.publishing = threading.Lock()
         self.failures = Repeats(log)  # this thread's: steps, housekeeping, waits
+        # Why this worker's workspace is not the shared one ("" if it is), as of its
+        # last heartbeat: it then claims no operation of those actions.
+        self.workspace_refused = ""
 
     def step(self) -> bool:
         """Do the housekeeping, then claim and carry out what was claimed (or start it,
@@ -95,7 +99,12 @@ class Worker:
         with self.turns.turn(stopped=lambda: self.stopping) as turn, giving_way():
             then = self._at_once if self.at_once else None
             claimed = claim(
-                worker=self.name, lease=self.lease, then=then, skip=closed, most=self._most()
+                worker=self.name,
+                lease=self.lease,
+                then=then,
+                skip=closed,
+                most=self._most(),
+                refuse=shared_workspace.ACTIONS if self.workspace_refused else frozenset(),
             )
             turn.keep = self.looping and bool(claimed) and not self.stopping
         if not claimed:  # The queue is empty: catch up on what is due.
@@ -180,10 +189,23 @@ class Worker:
 
     def beat(self) -> None:
         """Say this worker is alive (``/healthz`` reads it), in the database's clock at
-        the moment of writing."""
+        the moment of writing, and whether its workspace is the shared one (said in
+        the log when that changes)."""
+        refused = shared_workspace.refusal(self.name)
+        if refused != self.workspace_refused:
+            if refused:
+                log.warning("worker %s: %s", self.name, refused)
+            else:
+                log.info("worker %s: file.write runs here (the shared workspace)", self.name)
+            self.workspace_refused = refused
         WorkerHeartbeat.objects.update_or_create(
             name=self.name,
-            defaults={"host": socket.gethostname(), "pid": os.getpid(), "seen_at": Now()},
+            defaults={
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "seen_at": Now(),
+                "workspace_refused": refused,
+            },
         )
 
     def publish_lanes(self) -> None:

@@ -16,7 +16,7 @@ from runs.models.runs import Message, Run, Session
 from runs.models.slack import SlackChannel, SlackIdentity, SlackLinkCode, SlackMessage
 from runs.models.tokens import AgentToken
 from runs.models.webhooks import WebhookDelivery, WebhookEndpoint, WebhookEvent
-from runs.models.workers import WorkerHeartbeat, WorkerPause
+from runs.models.workers import SharedWorkspace, WorkerHeartbeat, WorkerPause
 
 __all__ = [
     "Account",
@@ -44,6 +44,7 @@ __all__ = [
     "Run",
     "SentEmail",
     "Session",
+    "SharedWorkspace",
     "SlackChannel",
     "SlackIdentity",
     "SlackLinkCode",

@@ -14,9 +14,30 @@ class WorkerHeartbeat(models.Model):
     # The lanes this worker paused because their target stopped answering:
     # {lane: {"since": ISO time, "failures": n, "retry_at": ISO time}}.
     paused_lanes = models.JSONField(default=dict, db_default={}, blank=True)
+    # Why this worker runs no file.write (its workspace is not the shared one), or "".
+    workspace_refused = models.TextField(blank=True, default="", db_default="")
 
     def __str__(self) -> str:
         return f"worker {self.name} (seen {self.seen_at:%Y-%m-%d %H:%M:%S})"
+
+
+class SharedWorkspace(models.Model):
+    """The mark of ``file.write``'s workspace (``runs.shared_workspace``): the first
+    worker to start records its workspace's mark here, and each worker compares its
+    own with it. One row."""
+
+    ROW = 1
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=ROW)
+    mark = models.CharField(max_length=64)
+    recorded_by = models.CharField(max_length=200)
+    recorded_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=models.Q(id=1), name="one_workspace")]
+
+    def __str__(self) -> str:
+        return f"workspace {self.mark[:8]}"
 
 
 class WorkerPause(models.Model):
