@@ -40,7 +40,8 @@ def health(*, scope: str = "all") -> dict:
     except DatabaseError:
         checks = {"database": {"ok": False}}
     failing = {name for name, check in checks.items() if not check["ok"]}
-    status = "ok" if not failing else "degraded" if failing <= DEGRADING else "unhealthy"
+    degrading = {name for name in DEGRADING if not checks.get(name, {}).get("no_worker_writes")}
+    status = "ok" if not failing else "degraded" if failing <= degrading else "unhealthy"
     return {"ok": not failing, "status": status, "version": VERSION, "checks": checks}
 
 
@@ -68,13 +69,16 @@ def _workers_and_deliveries() -> dict:
 
 def _workspace() -> dict:
     """Live workers whose workspace is not file.write's shared one, so that they run
-    none (``runs.shared_workspace``): degraded, since the others still do. How many
-    only: their log says which and why (a path)."""
+    none (``runs.shared_workspace``): degraded while others still do, unhealthy once
+    none does (``no_worker_writes``). How many only: their log says which and why."""
     fresh = db_now() - timedelta(seconds=settings.OVERSIGHT_HEALTH_WORKER_SECONDS)
-    refusing = (
-        WorkerHeartbeat.objects.filter(seen_at__gte=fresh).exclude(workspace_refused="").count()
-    )
-    return {"ok": refusing == 0, "workers_refusing_file_write": refusing}
+    live = WorkerHeartbeat.objects.filter(seen_at__gte=fresh)
+    refusing = live.exclude(workspace_refused="").count()
+    return {
+        "ok": refusing == 0,
+        "workers_refusing_file_write": refusing,
+        "no_worker_writes": refusing > 0 and refusing == live.count(),
+    }
 
 
 def _open_alerts() -> dict:

@@ -66,7 +66,11 @@ def test_a_worker_without_the_shared_workspace_writes_no_file_and_says_why(
     assert f"worker host-b: {refused}" in caplog.text
     health = client.get("/healthz").json()
     assert health["status"] == "degraded"
-    assert health["checks"]["workspace"] == {"ok": False, "workers_refusing_file_write": 1}
+    assert health["checks"]["workspace"] == {
+        "ok": False,
+        "workers_refusing_file_write": 1,
+        "no_worker_writes": False,
+    }
 
     assert drained(write).status == "committed"  # By host-a, which sees the shared one.
 
@@ -86,18 +90,50 @@ def test_a_write_whose_workspace_lost_its_mark_does_not_fire(approved, project, 
     assert not written(shared, project)
 
 
-def test_a_write_checks_the_workspace_again_just_before_it_fires(approved, project, shared):
+def test_a_write_taken_up_after_the_volume_went_is_handed_back_uncounted(approved, project, shared):
     worker = Worker("host-a")
     worker.housekeeping()
     write = approved("file")
-    (shared / MARK).write_text("another folder's mark\n")
+    mark = (shared / MARK).read_text()
+    (shared / MARK).write_text("")  # Its last heartbeat said the workspace was shared.
 
-    worker.drain()  # Its last heartbeat said the workspace was the shared one.
+    worker.drain()
 
     write.refresh_from_db()
-    assert (write.status, write.intent) == (Operation.Status.IN_FLIGHT, None)
-    assert write.checkpoints.order_by("-seq").first().event == "operation.attempt_failed"
+    assert (write.status, write.intent, write.attempts) == ("in_flight", None, 0)
+    assert write.checkpoints.order_by("-seq").first().event == "operation.handed_back"
+    assert worker.workspace_refused.startswith("file.write refused: the workspace ")
     assert not written(shared, project)
+    worker.drain()  # It claims no file.write any more.
+    assert write.checkpoints.filter(event="operation.handed_back").count() == 1
+    (shared / MARK).write_text(mark)
+
+    assert drained(write).status == "committed"  # By another worker, at once.
+    assert written(shared, project)
+
+
+def test_an_upgraded_installation_s_first_worker_takes_no_folder_for_the_shared_one(
+    approved, project, shared, elsewhere, client
+):
+    earlier = drained(approved("file"))  # Written before this release: no mark recorded.
+    assert earlier.status == "committed"
+    SharedWorkspace.objects.all().delete()
+    WorkerHeartbeat.objects.all().delete()
+    (shared / MARK).unlink()
+    write = approved("file", path="notes/later.md", expected_sha256=None)
+
+    with elsewhere():
+        drained(write)
+
+    assert write.status == "approved"
+    refused = WorkerHeartbeat.objects.get().workspace_refused
+    assert "no shared workspace is recorded yet" in refused
+    assert "run manage.py adopt_workspace where the shared one is mounted" in refused
+    assert client.get("/healthz").json()["status"] == "unhealthy"  # No worker writes.
+    WorkerHeartbeat.objects.all().delete()
+
+    assert drained(write).status == "committed"  # Here: this folder holds the files.
+    assert SharedWorkspace.objects.get().mark == (shared / MARK).read_text()
 
 
 def test_two_workers_on_one_shared_volume_agree_on_its_mark(shared):

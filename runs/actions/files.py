@@ -570,7 +570,6 @@ class FileWrite(Action):
         return file_change(args.path, current, args.content, args.expected_sha256)
 
     def precondition(self, args: FileWriteArguments, ctx: Context) -> None:
-        require_shared(ctx.operation.lease_owner)
         with on_disk(args.path, "read"):
             found = current_hash(resolve(args.path, ctx.project))
         if found != args.expected_sha256:
@@ -599,6 +598,7 @@ class FileWrite(Action):
         return True  # A writer confirms its lease under the lock that verify waits for.
 
     def execute(self, args: FileWriteArguments, key: str, ctx: Context) -> dict:
+        require_shared(ctx.operation.lease_owner)  # Again: the snapshot may have been long.
         content = args.content.encode()
         target = resolve(args.path, ctx.project)
         with on_disk(args.path, "written"):

@@ -59,6 +59,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from runs import shared_workspace
 from runs.actions.base import (
     Context,
     Effect,
@@ -80,6 +81,7 @@ from runs.models import Operation, Run
 from runs.payloads import MessageKind
 from runs.services.alerts import raise_alert
 from runs.services.runs import append_message
+from runs.shared_workspace import NotShared
 from runs.transitions import ArtifactRef, lock_run, transition_operation
 
 log = logging.getLogger(__name__)
@@ -94,6 +96,7 @@ NOTHING_CAPTURED = "restored_with_nothing_captured"
 class Execution:
     def __init__(self, operation: Operation, worker: str, lease: timedelta) -> None:
         self.op = operation
+        self.worker = worker
         self.actor = Actor.worker(worker)
         self.lease = Lease(operation, lease)
         self.action = get_action(operation.action)
@@ -107,11 +110,15 @@ class Execution:
 
     def run(self) -> None:
         """Drive the operation as far as this worker can; never raises for the
-        operation's own failures (those are recorded), only for losing it."""
+        operation's own failures (those are recorded), only for losing it, or for
+        handing it back (``NotShared``: this worker cannot carry it out)."""
         with self.lease.kept():
             try:
                 self._drive()
             except (LeaseLost, StaleVersion):
+                raise
+            except NotShared as refused:
+                self._hand_back(refused)
                 raise
             except Exception as error:
                 self._attempt_failed(error)
@@ -177,6 +184,8 @@ class Execution:
             return self._give_up(f"gave up after {attempts} attempts that ended their worker")
         if self.action is None:
             return self._unusable(f"no registered action is named {self.op.action!r}")
+        if self.op.action in shared_workspace.ACTIONS:  # Before a verify or an undo too.
+            shared_workspace.require_shared(self.worker)
         try:
             self.args = parse_arguments(self.action, self.op.arguments)
         except InvalidInput as error:
@@ -399,6 +408,18 @@ class Execution:
         self.op.refresh_from_db()
         if self.op.status not in LEASED or self.op.fencing_epoch != self.lease.epoch:
             raise LeaseLost(f"operation {self.op.pk} was recorded or taken over meanwhile")
+
+    def _hand_back(self, refused: NotShared) -> None:
+        """Let another worker take the operation at once, where it stands, this attempt
+        not counted: nothing was done (the check comes before any effect or step)."""
+        self._reload()
+        self._record(
+            self.op.status,
+            "handed back: this worker's workspace is not the shared one",
+            event="operation.handed_back",
+            changes={"lease_expires_at": db_now(), "attempts": max(0, self.op.attempts - 1)},
+        )
+        log.warning("operation %s handed back: %s", self.op.pk, refused)
 
     def _attempt_failed(self, error: Exception) -> None:
         """An unexpected error: retried by a later attempt after a backoff, until the

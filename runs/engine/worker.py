@@ -45,6 +45,7 @@ from runs.services.decisions import expire_due_operations
 from runs.services.memberships import expire_sign_in_roles
 from runs.services.requests import expire_due_requests
 from runs.services.tokens import withdraw_orphaned_operations
+from runs.shared_workspace import NotShared
 
 log = logging.getLogger(__name__)
 HOUSEKEEPING_EVERY_SECONDS = 60
@@ -141,6 +142,8 @@ class Worker:
             except (LeaseLost, StaleVersion) as lost:
                 # Our lease lapsed or was taken over: the new holder owns the operation now.
                 log.warning("%s lost operation %s: %s", self.name, operation.pk, lost)
+            except NotShared as refused:  # Claim no more such until the workspace is back.
+                self.workspace_refused = str(refused)
             except Exception:
                 # Not even the failure could be recorded (the database went away?): the
                 # lease lapses and a later attempt resumes; the worker goes on.
@@ -191,7 +194,7 @@ class Worker:
         """Say this worker is alive (``/healthz`` reads it), in the database's clock at
         the moment of writing, and whether its workspace is the shared one (said in
         the log when that changes)."""
-        refused = shared_workspace.refusal(self.name)
+        refused = shared_workspace.refusal(self.name)  # Never raises: a beat is written.
         if refused != self.workspace_refused:
             if refused:
                 log.warning("worker %s: %s", self.name, refused)

@@ -34,7 +34,12 @@ class SharedWorkspace(models.Model):
     recorded_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        constraints = [models.CheckConstraint(condition=models.Q(id=1), name="one_workspace")]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(id=1), name="one_workspace"),
+            models.CheckConstraint(
+                condition=models.Q(mark__regex=r"^[0-9a-f]{32}$"), name="workspace_mark_hex"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"workspace {self.mark[:8]}"
