@@ -11,8 +11,8 @@ counting an attempt, claims no more of them, and says why, in its log and on
 ``/healthz``; the workers that see the shared workspace take them.
 
 The first worker marks and records its workspace by itself only where that cannot
-be the wrong folder: no ``file.write`` was ever proposed, or the folder already holds a
-project's files. Otherwise (an installation upgraded to this release), and when the
+be the wrong folder: no ``file.write`` was ever committed, or the folder already holds
+a project's files. Otherwise (an installation upgraded to this release), and when the
 marked workspace is lost for good, ``manage.py adopt_workspace`` records the folder of
 the machine it runs on.
 """
@@ -122,8 +122,10 @@ def refusal(worker: str) -> str:
 
 def _may_mark(root: Path) -> bool:
     """Whether the first worker may take its workspace for the shared one by itself:
-    no write ever went as far as its intent, or this one holds a project's files."""
-    if not Operation.objects.filter(action__in=ACTIONS, intent__isnull=False).exists():
+    no write was ever committed, or this one holds a project's files. Asked until a
+    mark is recorded, so once per installation: no index serves it."""
+    committed = Operation.objects.filter(status=Operation.Status.COMMITTED, action__in=ACTIONS)
+    if not committed.exists():
         return True
     return root.is_dir() and any(root.glob("project-*"))
 

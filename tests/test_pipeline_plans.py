@@ -24,6 +24,7 @@ from django.db import connection
 from runs.engine.worker import Worker
 from runs.models import Account, ApprovalPolicy, Operation
 from runs.services.decisions import decide
+from runs.shared_workspace import marked, record, workspace_root
 
 # Tables that grow with people and settings, not with what agents do.
 SETTINGS = {
@@ -159,6 +160,9 @@ def transfer(project, propose):
 @pytest.mark.parametrize("at_once", [True, False], ids=["in one transaction", "step by step"])
 def test_a_worker_finds_what_is_due_and_what_to_claim_by_index(transfer, found_by_index, at_once):
     worker = Worker("plans", at_once=at_once)
+    # The installation's workspace is recorded: until then, a worker's heartbeat asks
+    # once whether a file was ever written (runs.shared_workspace), reading it whole.
+    record(marked(workspace_root()), "first worker")
     found_by_index(worker.step)  # Idle: everything due, every minute's chores.
     operation = found_by_index(lambda: transfer("t1"))  # Approved by the policy.
     assert found_by_index(worker.step)  # The claim and the transfer.
