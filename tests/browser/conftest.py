@@ -122,6 +122,14 @@ def sign_in(page: Page, user, password: str = PASSWORD) -> None:
     expect(page.get_by_role("button", name="Sign out")).to_be_visible()
 
 
+def arrived(page: Page, url: str | re.Pattern) -> None:
+    """The page is at ``url`` and its scripts run. The URL changes as soon as the next
+    document is committed, before keys.js listens: a key pressed in between is lost,
+    as a person's would be, so a test waits for the load before its next key."""
+    expect(page).to_have_url(url)
+    page.wait_for_load_state()
+
+
 def screenshot(page: Page, name: str) -> Path:
     """Save a full-page PNG under test-artifacts/screenshots/ (git-ignored), once the
     page passes axe-core's checks."""

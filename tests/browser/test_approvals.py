@@ -12,7 +12,7 @@ from playwright.sync_api import Page, expect
 from runs import queue
 from runs.engine.worker import Worker
 from runs.models import Account, Decision, Operation
-from tests.browser.conftest import screenshot, sign_in
+from tests.browser.conftest import arrived, screenshot, sign_in
 from tests.helpers import decide_on
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -52,7 +52,7 @@ def test_new_proposal_appears_and_an_edit_is_committed(page, reviewer, propose, 
     screenshot(page, "approvals-queue")
 
     row.get_by_role("link", name="ledger.transfer").click()
-    expect(page).to_have_url(re.compile(rf"/operations/{op.pk}/$"))
+    arrived(page, re.compile(rf"/operations/{op.pk}/$"))
     expect(page.locator("#outcome .status")).to_have_text("Proposed")
 
     page.locator("details.more summary", has_text="Edit and approve").click()
@@ -220,4 +220,4 @@ def test_each_row_says_what_its_operation_would_do(page, reviewer, propose, widt
     if width < 640:  # A tap on the card's last line, where no text is a link.
         box = row.locator("td[data-label=Project]").bounding_box()
         page.mouse.click(box["x"] + box["width"] - 5, box["y"] + box["height"] / 2)
-        expect(page).to_have_url(re.compile(rf"/operations/{small.pk}/$"))
+        arrived(page, re.compile(rf"/operations/{small.pk}/$"))

@@ -7,7 +7,7 @@ import pytest
 from playwright.sync_api import expect
 
 from runs.models import Checkpoint
-from tests.browser.conftest import screenshot, sign_in
+from tests.browser.conftest import arrived, screenshot, sign_in
 from tests.helpers import decide_on
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,7 +23,7 @@ def test_auditor_finds_an_approval_and_verifies_the_chain(page, auditor, reviewe
     page.get_by_label("Decision").select_option("approve")
     page.get_by_role("button", name="Search").click()
 
-    expect(page).to_have_url(re.compile(r"actor=reviewer.*decision=approve"))
+    arrived(page, re.compile(r"actor=reviewer.*decision=approve"))
     rows = page.locator("table.audit tbody tr")
     expect(rows).to_have_count(1)
     expect(rows).to_contain_text("checked with finance")
@@ -48,5 +48,5 @@ def test_auditor_finds_an_approval_and_verifies_the_chain(page, auditor, reviewe
     run.refresh_from_db()
     expect(page.locator("#chain-result")).to_contain_text(f"up to version {run.version}.")
     # htmx swapped the result in: the page did not navigate.
-    expect(page).to_have_url(re.compile(rf"/audit/runs/{run.pk}/$"))
+    arrived(page, re.compile(rf"/audit/runs/{run.pk}/$"))
     screenshot(page, "audit-run-verified")

@@ -11,7 +11,7 @@ from playwright.sync_api import Page, expect
 
 from runs.models import CheckpointArtifact, Operation, Run
 from runs.services.artifacts import attach_artifact
-from tests.browser.conftest import PASSWORD, assert_accessible, sign_in
+from tests.browser.conftest import PASSWORD, arrived, assert_accessible, sign_in
 from tests.conftest import AGENT
 from tests.helpers import blob
 
@@ -79,7 +79,7 @@ def test_the_password_change_page_passes_axe(page, reviewer):
         fits(page, width)
 
     change_password(page, PASSWORD, "a-long-new-passphrase", "a-long-new-passphrase")
-    expect(page).to_have_url(re.compile(r"/accounts/password_change/done/$"))
+    arrived(page, re.compile(r"/accounts/password_change/done/$"))
     for width in WIDTHS:
         fits(page, width)
 
@@ -93,7 +93,7 @@ def test_a_reviewer_reaches_the_decision_controls_on_a_phone(
     sign_in(page, reviewer)
     page.goto("/approvals/")
     page.locator(f"#op-{op.pk}").get_by_role("link", name="ledger.transfer").click()
-    expect(page).to_have_url(re.compile(rf"/operations/{op.pk}/$"))
+    arrived(page, re.compile(rf"/operations/{op.pk}/$"))
 
     page.get_by_role("link", name="Go to the decision").click()
     approve = page.locator("form.decision-approve").get_by_role("button", name="Approve")

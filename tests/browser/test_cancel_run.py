@@ -6,7 +6,7 @@ import pytest
 from playwright.sync_api import expect
 
 from runs.models import Operation, Run
-from tests.browser.conftest import screenshot, sign_in
+from tests.browser.conftest import arrived, screenshot, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,14 +21,14 @@ def test_admin_cancels_a_run_with_a_reason(page, admin_user, run, propose):
     expect(page.locator(".notice")).to_contain_text("Waiting for")
 
     page.get_by_role("link", name="Cancel run…").click()
-    expect(page).to_have_url(re.compile(rf"/runs/{run.pk}/cancel/$"))
+    arrived(page, re.compile(rf"/runs/{run.pk}/cancel/$"))
     expect(page.get_by_role("heading", level=1)).to_have_text(f"Cancel run {run.pk}?")
     reason = page.get_by_label("Reason (required)")
     cancel = page.get_by_role("button", name="Cancel the run")
 
     # Empty: the browser's own required-field check stops the form; nothing is sent.
     cancel.click()
-    expect(page).to_have_url(re.compile(rf"/runs/{run.pk}/cancel/$"))
+    arrived(page, re.compile(rf"/runs/{run.pk}/cancel/$"))
     assert reason.evaluate("el => el.validity.valueMissing")
     assert reason.evaluate("el => el.validationMessage")
     expect(reason).to_be_focused()
@@ -45,7 +45,7 @@ def test_admin_cancels_a_run_with_a_reason(page, admin_user, run, propose):
     page.get_by_label("Reason (required)").fill("The supplier invoice was paid by hand.")
     page.get_by_role("button", name="Cancel the run").click()
 
-    expect(page).to_have_url(re.compile(rf"/runs/{run.pk}/$"))
+    arrived(page, re.compile(rf"/runs/{run.pk}/$"))
     expect(page.locator(".messages")).to_have_text("The run is cancelled; nothing more will fire.")
     expect(page.get_by_role("heading", level=1)).to_have_text(f"Run {run.pk}: Cancelled")
     row = page.get_by_role("row").filter(has_text=f"Operation {op.pk}")

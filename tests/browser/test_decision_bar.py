@@ -14,7 +14,7 @@ from runs.models import Account, Decision, Operation
 from runs.payloads import MessageKind
 from runs.services.previews import preview_hash, preview_of
 from runs.services.runs import append_message
-from tests.browser.conftest import SCREENSHOTS, assert_accessible, sign_in
+from tests.browser.conftest import SCREENSHOTS, arrived, assert_accessible, sign_in
 from tests.conftest import AGENT
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -118,7 +118,7 @@ def test_reject_and_edit_in_the_bar_put_the_focus_in_their_field(page, size, rev
     expect(reject).to_be_focused()
     clear_of_the_bar(page, reject)
     page.keyboard.press("Enter")
-    expect(page).to_have_url(re.compile(rf"/operations/{second.pk}/$"))
+    arrived(page, re.compile(rf"/operations/{second.pk}/$"))
 
     bar(page).get_by_role("link", name="Edit").click()
     editor = page.locator("form.editor").get_by_label("Arguments (JSON)")
@@ -172,7 +172,7 @@ def test_without_javascript_the_bar_still_decides(browser, live_server, reviewer
     bar(page).get_by_role("button", name="Approve").click()
 
     expect(page.locator(".messages")).to_contain_text(f"Operation {first.pk} (ledger.transfer)")
-    expect(page).to_have_url(re.compile(rf"/operations/{second.pk}/$"))
+    arrived(page, re.compile(rf"/operations/{second.pk}/$"))
     assert Operation.objects.get(pk=first.pk).status == "approved"
     context.close()
 

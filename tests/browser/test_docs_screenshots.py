@@ -27,7 +27,7 @@ from runs.engine.worker import Worker
 from runs.models import AgentToken, Alert, HumanRequest, Operation, Project, Run
 from runs.services.proposals import propose_operation
 from runs.services.runs import start_run
-from tests.browser.conftest import REPO_ROOT, SCREENSHOTS, assert_accessible, sign_in
+from tests.browser.conftest import REPO_ROOT, SCREENSHOTS, arrived, assert_accessible, sign_in
 from tests.conftest import http_arguments
 from tests.helpers import decide_on
 
@@ -187,7 +187,7 @@ def test_reviewer_sees_the_queue_and_approves_an_operation_on_its_preview(page, 
     save(page, "queue")
 
     operations.first.get_by_role("link", name="file.write").click()
-    expect(page).to_have_url(re.compile(rf"/operations/{readme.pk}/$"))
+    arrived(page, re.compile(rf"/operations/{readme.pk}/$"))
     expect(page.locator("#outcome .status")).to_have_text("Proposed")
     diff = page.get_by_label("Changes to README.md")
     expect(diff.locator("span.del")).to_have_text(["- Old install steps."])
@@ -281,7 +281,7 @@ def test_auditor_finds_who_approved_what_and_exports_it(page, committed):
     page.get_by_label("Actor name").fill("reviewer")
     page.get_by_label("Decision").select_option("approve")
     page.get_by_role("button", name="Search").click()
-    expect(page).to_have_url(re.compile(r"actor=reviewer.*decision=approve"))
+    arrived(page, re.compile(r"actor=reviewer.*decision=approve"))
     rows = page.locator("table.audit tbody tr")
     expect(rows).to_have_count(2)  # the README edit, and one of the payroll's two approvals
     expect(rows.first).to_contain_text("file.write")

@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from runs.models import Operation
-from tests.browser.conftest import screenshot, sign_in
+from tests.browser.conftest import arrived, screenshot, sign_in
 from tests.helpers import decide_on
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -65,7 +65,7 @@ def test_first_tab_stop_is_the_skip_link(page, reviewer, propose):
     expect(skip).to_be_focused()
     expect(skip).to_be_in_viewport()
     page.keyboard.press("Enter")
-    expect(page).to_have_url(re.compile(rf"/operations/{op.pk}/#main$"))
+    arrived(page, re.compile(rf"/operations/{op.pk}/#main$"))
 
 
 def test_a_refused_decision_puts_the_focus_on_what_to_fix(page, reviewer, propose, accounts):
@@ -111,11 +111,11 @@ def test_a_reviewer_works_the_queue_to_empty_by_keyboard_on_a_phone(
     expect(page.locator("#queue-status")).to_have_text("1 removed, 2 items waiting")
 
     page.keyboard.press("Enter")
-    expect(page).to_have_url(re.compile(rf"/operations/{first.pk}/$"))
+    arrived(page, re.compile(rf"/operations/{first.pk}/$"))
     no_sideways_scroll(page)
     page.keyboard.press("a")
     page.keyboard.press("Enter")
-    expect(page).to_have_url(re.compile(rf"/operations/{second.pk}/$"))
+    arrived(page, re.compile(rf"/operations/{second.pk}/$"))
     expect(page.locator(".messages")).to_contain_text(f"Operation {first.pk} (ledger.transfer)")
     no_sideways_scroll(page)
     page.keyboard.press("r")
@@ -123,7 +123,7 @@ def test_a_reviewer_works_the_queue_to_empty_by_keyboard_on_a_phone(
     page.keyboard.press("Tab")
     page.keyboard.press("Enter")
     expect(page.locator(".messages")).to_have_text("Rejected; the agent reads your reason.")
-    expect(page).to_have_url(re.compile(rf"/operations/{second.pk}/$"))  # nothing else waits
+    arrived(page, re.compile(rf"/operations/{second.pk}/$"))  # nothing else waits
     page.keyboard.press("q")
     expect(page.locator("#queue .empty")).to_contain_text("Nothing is waiting for a decision")
     no_sideways_scroll(page)
@@ -183,7 +183,7 @@ def test_n_and_k_walk_the_queue_forward_and_back(page, reviewer, propose):
     page.goto(f"/operations/{first.pk}/")
     for key, then in [("n", second), ("n", third), ("n", first), ("k", third), ("k", second)]:
         page.keyboard.press(key)
-        expect(page).to_have_url(re.compile(rf"/operations/{then.pk}/$"))
+        arrived(page, re.compile(rf"/operations/{then.pk}/$"))
 
 
 class Keys:
@@ -222,19 +222,19 @@ def test_each_decision_costs_a_few_keys(page, reviewer, propose, accounts, size)
     keys = Keys(page)
 
     keys.press("j", "Enter")
-    expect(page).to_have_url(re.compile(rf"/operations/{first.pk}/$"))
+    arrived(page, re.compile(rf"/operations/{first.pk}/$"))
     keys.press("a", "Enter")
-    expect(page).to_have_url(re.compile(rf"/operations/{second.pk}/$"))
+    arrived(page, re.compile(rf"/operations/{second.pk}/$"))
     assert keys.spent() == 4
 
     keys.press("a", "Enter")
-    expect(page).to_have_url(re.compile(rf"/operations/{third.pk}/$"))
+    arrived(page, re.compile(rf"/operations/{third.pk}/$"))
     assert keys.spent() == 2
 
     keys.press("r")
     keys.type("Not this month.")
     keys.press("Tab", "Enter")
-    expect(page).to_have_url(re.compile(rf"/operations/{fourth.pk}/$"))
+    arrived(page, re.compile(rf"/operations/{fourth.pk}/$"))
     assert keys.spent() == 3
 
     keys.press("e", "Control+A")

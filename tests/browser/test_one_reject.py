@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from runs.models import Decision, HumanRequest, Operation
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import arrived, sign_in
 from tests.browser.test_decision_bar import in_view, viewport
 from tests.browser.test_keyboard import Keys
 from tests.browser.test_request_flow import bar, clear_of_the_bar
@@ -78,7 +78,7 @@ def test_a_sign_off_is_rejected_in_3_keys_and_the_reason(page, size, reviewer, a
     viewport(page, f"one-reject-sign-off-{size['width']}")
     keys.press("Enter")
 
-    expect(page).to_have_url(re.compile(rf"/requests/{second.pk}/$"))
+    arrived(page, re.compile(rf"/requests/{second.pk}/$"))
     expect(page.locator(".messages")).to_contain_text(
         f"Request {first.pk} (sign-off): Rejected; the agent reads your reason."
     )

@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from runs.models import HumanRequest
-from tests.browser.conftest import LONG, assert_accessible, sign_in
+from tests.browser.conftest import LONG, arrived, assert_accessible, sign_in
 from tests.browser.test_decision_bar import in_view, viewport
 from tests.browser.test_keyboard import Keys
 
@@ -36,7 +36,7 @@ def clear_of_the_bar(page: Page, locator: Locator) -> None:
 
 
 def at(page: Page, human: HumanRequest) -> None:
-    expect(page).to_have_url(re.compile(rf"/requests/{human.pk}/$"))
+    arrived(page, re.compile(rf"/requests/{human.pk}/$"))
 
 
 def said(page: Page, human: HumanRequest, done: str) -> None:

@@ -13,7 +13,7 @@ from playwright.sync_api import Locator, Page, expect
 from runs.models import HumanRequest
 from runs.services import requests as service
 from tests.api_helpers import Api
-from tests.browser.conftest import assert_accessible, screenshot, sign_in
+from tests.browser.conftest import arrived, assert_accessible, screenshot, sign_in
 from tests.conftest import AGENT
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -85,7 +85,7 @@ def test_a_reviewer_answers_a_choice_from_the_queue(page, reviewer, run, agent_t
     expect(page.locator("#nav-pending")).to_have_text("1")
 
     row.get_by_role("link", name="Which region should the cluster go to?").click()
-    expect(page).to_have_url(re.compile(rf"/requests/{human.pk}/$"))
+    arrived(page, re.compile(rf"/requests/{human.pk}/$"))
     expect(page.locator(".context strong")).to_have_text("matters")
     expect(page.locator(".context")).to_contain_text("<script>window.pwned = 1</script>")
     assert page.evaluate("() => window.pwned === undefined")
@@ -160,7 +160,7 @@ def test_a_question_is_answered_in_words_by_keyboard_from_the_queue(
     page.keyboard.press("j")
     expect(page.locator(f"#request-{human.pk}-link")).to_be_focused()
     page.keyboard.press("Enter")
-    expect(page).to_have_url(re.compile(rf"/requests/{human.pk}/$"))
+    arrived(page, re.compile(rf"/requests/{human.pk}/$"))
 
     box = page.get_by_label("Your answer")
     tab_to(page, box)

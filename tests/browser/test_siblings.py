@@ -8,7 +8,7 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import SCREENSHOTS, assert_accessible, sign_in
+from tests.browser.conftest import SCREENSHOTS, arrived, assert_accessible, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,7 +52,7 @@ def test_each_transfer_shows_the_other_and_that_together_they_overdraw_the_accou
 
     other.click()
 
-    expect(page).to_have_url(re.compile(rf"/operations/{second.pk}/$"))
+    arrived(page, re.compile(rf"/operations/{second.pk}/$"))
     card = siblings(page)
     expect(card.get_by_role("link", name=re.compile(rf"Operation {first.pk}\b"))).to_contain_text(
         "A → B: 3,000.00"
@@ -75,6 +75,6 @@ def test_the_card_goes_once_the_other_is_decided(page, size, reviewer, propose, 
     page.locator("#reject-form").get_by_label("Reason (required)").fill("Paid by hand.")
     page.locator("#reject-form").get_by_role("button", name="Reject").click()
 
-    expect(page).to_have_url(re.compile(rf"/operations/{second.pk}/$"))  # Next waiting.
+    arrived(page, re.compile(rf"/operations/{second.pk}/$"))  # Next waiting.
     expect(page.locator(".preview")).to_contain_text("It could be made now.")
     expect(siblings(page)).to_have_count(0)

@@ -3,7 +3,7 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import screenshot
+from tests.browser.conftest import arrived, screenshot
 from tests.identity_provider import PASSWORD
 
 pytest_plugins = ["tests.identity_provider"]
@@ -29,7 +29,7 @@ def test_a_reviewer_signs_in_through_the_provider_and_out_of_both(page, sso, liv
     page.get_by_role("button", name="Sign out").click()
 
     # Out of Oversight, then of the provider, which sends the browser back here.
-    expect(page).to_have_url(f"{live_server.url}/accounts/login/")
+    arrived(page, f"{live_server.url}/accounts/login/")
     page.get_by_role("link", name="Sign in with Example Corp").click()
     expect(page.get_by_label("Password")).to_be_visible()  # the provider asks again
     assert page.url.startswith(sso.base_url)
