@@ -161,20 +161,21 @@ def sqlite_database(path: Path, *, synchronous: str) -> dict:
     }
 
 
-def database_from_url(url: str) -> dict:
-    """Parse ``postgres://user:password@host:port/name?option=value`` into Django's form."""
+def database_from_url(url: str, setting: str = "DATABASE_URL") -> dict:
+    """Parse ``postgres://user:password@host:port/name?option=value`` into Django's form;
+    an error names ``setting``, the variable the URL came from."""
     parts = urlsplit(url)
     if parts.scheme not in {"postgres", "postgresql"}:
         raise ImproperlyConfigured(
-            f"DATABASE_URL must start with postgres:// or postgresql://, not {parts.scheme!r}://"
+            f"{setting} must start with postgres:// or postgresql://, not {parts.scheme!r}://"
         )
     name = unquote(parts.path.lstrip("/"))
     if not name:
-        raise ImproperlyConfigured("DATABASE_URL must name a database: postgres://…/NAME")
+        raise ImproperlyConfigured(f"{setting} must name a database: postgres://…/NAME")
     try:
         port = parts.port
     except ValueError:
-        raise ImproperlyConfigured("DATABASE_URL has an invalid port") from None
+        raise ImproperlyConfigured(f"{setting} has an invalid port") from None
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": name,

@@ -124,13 +124,25 @@ OVERSIGHT_DB_IDLE_IN_TRANSACTION_SECONDS = env_int(
 )
 OVERSIGHT_DB_LOCK_WAIT_SECONDS = env_int("OVERSIGHT_DB_LOCK_WAIT_SECONDS", 15, minimum=0)
 OVERSIGHT_DB_STATEMENT_SECONDS = env_int("OVERSIGHT_DB_STATEMENT_SECONDS", 120, minimum=0)
+# A read replica of the primary (streaming or logical replication): the auditors' search,
+# exports, evidence bundles and the numbers page read the audit record from it
+# (runs.replica); everything that decides or writes stays on the primary.
+_replica_url = env_str("DATABASE_REPLICA_URL", "")
+if _replica_url:
+    if not _database_url:
+        raise ImproperlyConfigured(
+            "DATABASE_REPLICA_URL needs DATABASE_URL: a replica copies a PostgreSQL primary"
+        )
+    DATABASES["replica"] = database_from_url(_replica_url, "DATABASE_REPLICA_URL")
+DATABASE_ROUTERS = ["runs.replica.ReplicaRouter"]
 if _database_url:
-    bound_postgres_sessions(
-        DATABASES["default"],
-        idle=OVERSIGHT_DB_IDLE_IN_TRANSACTION_SECONDS,
-        lock_wait=OVERSIGHT_DB_LOCK_WAIT_SECONDS,
-        statement=OVERSIGHT_DB_STATEMENT_SECONDS,
-    )
+    for _database in DATABASES.values():
+        bound_postgres_sessions(
+            _database,
+            idle=OVERSIGHT_DB_IDLE_IN_TRANSACTION_SECONDS,
+            lock_wait=OVERSIGHT_DB_LOCK_WAIT_SECONDS,
+            statement=OVERSIGHT_DB_STATEMENT_SECONDS,
+        )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -5,6 +5,7 @@ from oversight.version import VERSION
 from runs.models import Alert, HumanRequest, Operation
 from runs.permissions import projects_with_perm
 from runs.queue import approved_by
+from runs.replica import on_primary
 
 # What the navigation's badges count, defined once: the overview counts the same per
 # project (``runs.views.home``), so that its numbers add up to the badges.
@@ -45,12 +46,11 @@ def navigation(request) -> dict:
         .values("pk")
         .union(waiting_requests().filter(project__in=deciding).values("pk"), all=True)
     )
+    alerts = open_alerts().filter(project__in=projects_with_perm(user, "view_alert"))
     return {
         "can_review": bool(deciding),
-        "nav_pending": SimpleLazyObject(lambda: pending.count() if deciding else 0),
-        "nav_alerts": SimpleLazyObject(
-            open_alerts().filter(project__in=projects_with_perm(user, "view_alert")).count
-        ),
+        "nav_pending": SimpleLazyObject(lambda: on_primary(pending.count) if deciding else 0),
+        "nav_alerts": SimpleLazyObject(lambda: on_primary(alerts.count)),
     }
 
 

@@ -18,6 +18,8 @@ os.environ.setdefault("OVERSIGHT_DB_IDLE_IN_TRANSACTION_SECONDS", "0")
 # Never the store of the shell the suite runs in (a production bucket, once sourced):
 # the local folder, or the test's own object store, named for its child processes.
 os.environ["OVERSIGHT_ARTIFACT_STORE"] = os.environ.get("OVERSIGHT_TEST_ARTIFACT_STORE", "")
+# Nor the shell's read replica: tests/test_read_replica.py feeds one of its own.
+os.environ.pop("DATABASE_REPLICA_URL", None)
 
 from oversight.settings import *  # noqa: F403
 from oversight.settings import DATABASES, VAR_DIR
@@ -36,4 +38,6 @@ if _default["ENGINE"].endswith("sqlite3"):
     _default["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
 if os.environ.get("OVERSIGHT_TEST_DB_NAME"):
     _default["NAME"] = os.environ["OVERSIGHT_TEST_DB_NAME"]
+if os.environ.get("OVERSIGHT_TEST_REPLICA_NAME"):  # tests/test_read_replica.py's own
+    DATABASES["replica"] = {**_default, "NAME": os.environ["OVERSIGHT_TEST_REPLICA_NAME"]}
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405

@@ -110,6 +110,11 @@ def test_every_documented_command_runs_with_nothing_exported(installation):
             "error: OVERSIGHT_SECRET_KEY must be set with DATABASE_URL: every machine sharing "
             "the database needs the same key",
         ),
+        (
+            "DATABASE_REPLICA_URL",
+            "postgres://reader@replica.internal/oversight",
+            "error: DATABASE_REPLICA_URL needs DATABASE_URL: a replica copies a PostgreSQL primary",
+        ),
     ],
 )
 def test_a_bad_setting_stops_a_command_with_one_line(installation, name, value, said):

@@ -67,6 +67,11 @@ def test_database_url_refuses_what_it_cannot_use(url):
         database_from_url(url)
 
 
+def test_a_replica_url_s_mistake_names_its_own_variable():
+    with pytest.raises(ImproperlyConfigured, match=r"^DATABASE_REPLICA_URL must name a database"):
+        database_from_url("postgres://reader@replica.internal/", "DATABASE_REPLICA_URL")
+
+
 def test_sqlite_database_takes_the_write_lock_up_front_and_uses_wal(tmp_path):
     database = sqlite_database(tmp_path / "db.sqlite3", synchronous="NORMAL")
     options = database["OPTIONS"]

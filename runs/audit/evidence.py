@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 
 from django.db.models import Prefetch
 
-from runs import artifact_store
+from runs import artifact_store, replica
 from runs.canonical import sha256_hex
 from runs.chain import GENESIS, document, link_problem, verify_run_chain
 from runs.models import Alert, CheckpointArtifact, Decision, Run
@@ -202,8 +202,28 @@ def evidence_files(run: Run, *, generated_by: str, now: datetime) -> tuple[dict,
     """The content of the run's ``evidence.json``, with ``missing_artifacts`` and
     ``altered_artifacts``, and the sha256 of each artifact whose bytes are in the store
     (altered or not): what a bundle holds (and a history archive, for each of its
-    runs). Each blob is hashed a chunk at a time, never held whole."""
+    runs)."""
+    return _with_artifacts_checked(_evidence(run, generated_by=generated_by, now=now))
+
+
+def _from_replica(run: Run, *, generated_by: str, now: datetime) -> dict:
+    """The run's evidence as one moment of the read replica has it, or as the primary
+    has it where there is no replica or it has not got the run yet. Either says which,
+    under ``bundle.read_from``."""
+    if replica.configured():
+        with replica.replica_snapshot():
+            copy = Run.objects.select_related("project").filter(pk=run.pk).first()
+            if copy is not None:
+                content = _evidence(copy, generated_by=generated_by, now=now)
+                content["bundle"]["read_from"] = "replica"
+                return content
     content = _evidence(run, generated_by=generated_by, now=now)
+    content["bundle"]["read_from"] = "primary"
+    return content
+
+
+def _with_artifacts_checked(content: dict) -> tuple[dict, list[str]]:
+    """Each blob is hashed a chunk at a time, never held whole."""
     found = {}
     for sha256 in sorted({item["sha256"] for item in content["artifacts"]}):
         try:
@@ -229,7 +249,8 @@ def evidence_json(content: dict) -> bytes:
 
 def bundle(run: Run, *, user, now: datetime) -> tempfile.SpooledTemporaryFile:
     """The zip, in a temporary file (spilling to disk past 8 MB), rewound."""
-    content, blobs = evidence_files(run, generated_by=user.get_username(), now=now)
+    read = _from_replica(run, generated_by=user.get_username(), now=now)
+    content, blobs = _with_artifacts_checked(read)
     # Returned open: the response streams it, then closes it.
     archive_file = tempfile.SpooledTemporaryFile(max_size=8 * 2**20)  # noqa: SIM115
     with zipfile.ZipFile(archive_file, "w", zipfile.ZIP_DEFLATED) as archive:

@@ -24,6 +24,7 @@ from django.db.models import QuerySet
 
 from runs.audit.search import Sort, beyond
 from runs.models import Checkpoint
+from runs.replica import Lag
 
 BATCH = 2000
 
@@ -88,13 +89,18 @@ def _column(field: str) -> str:
     return {"run_id": "run"}.get(field, field)
 
 
-def header(query: str, user, now: datetime) -> dict:
-    return {
+def header(query: str, user, now: datetime, lag: Lag | None = None) -> dict:
+    """What the export is; read from a replica that lags (``lag``), since when its
+    checkpoints are missing."""
+    meta = {
         "export": "oversight checkpoints",
         "query": query,
         "exported_by": user.get_username(),
         "exported_at": now.astimezone(UTC).isoformat(),
     }
+    if lag:
+        meta["replica_lacks_checkpoints_since"] = lag.since.astimezone(UTC).isoformat()
+    return meta
 
 
 FORMULA_STARTS = frozenset("=+-@\t\r")

@@ -20,13 +20,14 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from graphs.display import CHECKPOINT_ID_LENGTH, graph_state
-from runs import artifact_store
+from runs import artifact_store, replica
 from runs.audit import evidence, export
 from runs.audit.diff import state_diff, text_diff
 from runs.audit.search import AuditFilter, BadCursor, paginate
 from runs.canonical import sha256_hex
 from runs.chain import GENESIS, checkpoint_hash, verify_run_chain
 from runs.models import Checkpoint, CheckpointArtifact, Run
+from runs.replica import reads_replica
 from runs.views.access import load_artifact_ref, load_checkpoint, load_run, member_projects
 
 # A run's page lists this many checkpoints; the search pages through any number.
@@ -40,6 +41,7 @@ def _filters(request: HttpRequest) -> AuditFilter:
 
 
 @require_GET
+@reads_replica
 def search(request: HttpRequest) -> HttpResponse:
     filters = _filters(request)
     checkpoints = filters.checkpoints().select_related("project", "operation")
@@ -59,11 +61,18 @@ def search(request: HttpRequest) -> HttpResponse:
     query = request.GET.copy()
     for key in ("after", "before"):
         query.pop(key, None)
-    context = {"filters": filters, "page": page, "query": query.urlencode(), "error": error}
+    context = {
+        "filters": filters,
+        "page": page,
+        "query": query.urlencode(),
+        "error": error,
+        "lag": replica.behind(),
+    }
     return render(request, "runs/audit/search.html", context, status=status)
 
 
 @require_GET
+@reads_replica
 def export_view(request: HttpRequest, fmt: str) -> HttpResponse:
     filters = _filters(request)
     if not filters.is_valid():
@@ -74,13 +83,14 @@ def export_view(request: HttpRequest, fmt: str) -> HttpResponse:
             status=400,
         )
     now = timezone.now()
-    meta = export.header(filters.described(), request.user, now)
+    meta = export.header(filters.described(), request.user, now, replica.behind())
     rows = export.records(filters.checkpoints(), filters.ordering)
     lines, content_type = {
         "csv": (export.csv_lines, "text/csv; charset=utf-8"),
         "jsonl": (export.jsonl_lines, "application/jsonl; charset=utf-8"),
     }[fmt]
-    response = StreamingHttpResponse(lines(meta, rows), content_type=content_type)
+    chunks = replica.streamed_from_replica(lines(meta, rows))
+    response = StreamingHttpResponse(chunks, content_type=content_type)
     filename = f"oversight-checkpoints-{now:%Y%m%d-%H%M%S}.{fmt}"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     response["X-Oversight-Query"] = meta["query"]
@@ -170,7 +180,7 @@ def verify_chain(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_GET
 def evidence_bundle(request: HttpRequest, pk: int) -> FileResponse:
-    run = load_run(request.user, pk)
+    run = load_run(request.user, pk)  # Who may see it is read from the primary.
     now = timezone.now()
     archive = evidence.bundle(run, user=request.user, now=now)
     return FileResponse(

@@ -5,10 +5,12 @@ from django.views.decorators.http import require_GET
 
 from runs.charts import bars
 from runs.numbers import DAYS, Day, numbers_of, plain_duration
+from runs.replica import behind, reads_replica
 from runs.views.access import load_project
 
 
 @require_GET
+@reads_replica
 def project_numbers(request: HttpRequest, slug: str) -> HttpResponse:
     """A project's numbers over the last days, drawn and tabled, for its admins; every
     duration in words (``plain_duration``, the template's ``duration`` filter)."""
@@ -24,7 +26,13 @@ def project_numbers(request: HttpRequest, slug: str) -> HttpResponse:
         "p95": _timed("95th percentile time to decision", days, "p95_seconds"),
         "deciders": bars("Decisions per reviewer", numbers.deciders),
     }
-    context = {"project": project, "numbers": numbers, "charts": charts, "period": DAYS}
+    context = {
+        "project": project,
+        "numbers": numbers,
+        "charts": charts,
+        "period": DAYS,
+        "lag": behind(),
+    }
     return render(request, "runs/numbers.html", context)
 
 
