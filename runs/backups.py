@@ -252,9 +252,10 @@ def _same_migrations(applied: set[tuple[str, str]], path: Path) -> None:
         )
 
 
-def refuse_while_workers_alive() -> None:
+def refuse_while_workers_alive(then: str = "stop them first, or restore with --force") -> None:
     """Workers alive by their heartbeat (``/healthz``'s rule) would go on firing from the
-    database being replaced. A database without the table (a new one) has none."""
+    database being replaced (or left): refused, saying what to do ``then``. A database
+    without the table (a new one) has none."""
     alive_since = db_now() - timedelta(seconds=settings.OVERSIGHT_HEALTH_WORKER_SECONDS)
     try:
         alive = list(WorkerHeartbeat.objects.filter(seen_at__gte=alive_since)[:3])
@@ -262,9 +263,7 @@ def refuse_while_workers_alive() -> None:
         return
     if alive:
         names = ", ".join(worker.name for worker in alive)
-        raise InvalidInput(
-            f"workers are running ({names}): stop them first, or restore with --force"
-        )
+        raise InvalidInput(f"workers are running ({names}): {then}")
 
 
 # --- Restore: what it does -------------------------------------------------------------
