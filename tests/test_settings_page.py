@@ -9,7 +9,7 @@ import re
 from tests.documentation import ROOT, page
 
 SETTINGS = ROOT / "oversight" / "settings.py"
-NAME = re.compile(r'"(OVERSIGHT_[A-Z_]+|DATABASE_URL)"')
+NAME = re.compile(r'"(OVERSIGHT_[A-Z_]+|DATABASE_URL|DATABASE_REPLICA_URL)"')
 ARITHMETIC = {ast.Mult: operator.mul, ast.Pow: operator.pow, ast.Add: operator.add}
 UNITS = {"": 1, "KiB": 2**10, "MiB": 2**20}
 
